@@ -1,0 +1,152 @@
+"""Where the lab keeps things, how it names them, and the measured facts it relies on.
+
+The lab is machine-wide: its network names, its subnet and its NTP port belong to the machine,
+so there is one lab per machine, kept under ``/var/lib/llmfleet/lab`` (``LLMFLEET_LAB_DIR``),
+with images, wheels and packages cached under ``/var/cache/llmfleet`` (``LLMFLEET_CACHE_DIR``).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from llmfleet.errors import LabError
+
+# Every network object the lab creates starts with this prefix, so that a crashed lab's
+# leftovers can be found by name (Linux interface names are limited to 15 characters).
+PREFIX = "llmf"
+BRIDGE = f"{PREFIX}-br0"
+
+# Measured on the development machines (shared/facts/lab-hosts.md):
+# systemd-nspawn in a netns boots to sshd in ~15 s; a qemu TCG VM reaches SSH in ~37 s.
+# The timeouts leave room for a loaded 2-core machine.
+CONTAINER_BOOT_TIMEOUT_S = 120
+VM_BOOT_TIMEOUT_S = 300
+# shared/facts/lab-hosts.md: /dev/kvm exists but nested KVM hangs at boot, so software emulation.
+QEMU_ACCEL = ["-accel", "tcg", "-cpu", "max"]
+VM_MEMORY_MB = 2048
+VM_CPUS = 2
+VM_DISK_SIZE = "4G"
+
+# The account lab hosts accept logins for: key-only SSH, passwordless sudo, as on a real fleet.
+LAB_USER = "fleet"
+LAB_UID = 1500
+
+# Ports of the machine-side services, on the bridge address only.
+NTP_PORT = 123
+APT_PROXY_PORT = 3142
+WHEELS_PORT = 8470
+
+# Which Debian package brings each system tool the lab needs (shown when one is missing).
+TOOLS = {
+    "systemd-nspawn": "systemd-container",
+    "mmdebstrap": "mmdebstrap",
+    "ip": "iproute2",
+    "ssh": "openssh-client",
+    "ssh-keygen": "openssh-client",
+    "chronyd": "chrony",
+    "apt-cacher-ng": "apt-cacher-ng",
+    "mount": "mount",
+}
+VM_TOOLS = {
+    "qemu-system-x86_64": "qemu-system-x86",
+    "qemu-img": "qemu-utils",
+    "mke2fs": "e2fsprogs",
+}
+
+
+@dataclass(frozen=True)
+class LabPaths:
+    state_dir: Path
+    cache_dir: Path
+
+    @classmethod
+    def from_env(cls) -> LabPaths:
+        return cls(
+            state_dir=Path(os.environ.get("LLMFLEET_LAB_DIR", "/var/lib/llmfleet/lab")),
+            cache_dir=Path(os.environ.get("LLMFLEET_CACHE_DIR", "/var/cache/llmfleet")),
+        )
+
+    @property
+    def state_file(self) -> Path:
+        return self.state_dir / "state.json"
+
+    @property
+    def lock_file(self) -> Path:
+        # Beside the state directory, so that `lab down` can remove the directory whole.
+        return self.state_dir.parent / f".{self.state_dir.name}.lock"
+
+    @property
+    def ssh_dir(self) -> Path:
+        return self.state_dir / "ssh"
+
+    @property
+    def ssh_config(self) -> Path:
+        return self.ssh_dir / "config"
+
+    @property
+    def client_key(self) -> Path:
+        return self.ssh_dir / "id_ed25519"
+
+    @property
+    def known_hosts(self) -> Path:
+        return self.ssh_dir / "known_hosts"
+
+    @property
+    def hosts_dir(self) -> Path:
+        return self.state_dir / "hosts"
+
+    @property
+    def services_dir(self) -> Path:
+        return self.state_dir / "services"
+
+    @property
+    def images_dir(self) -> Path:
+        return self.cache_dir / "images"
+
+    @property
+    def wheels_dir(self) -> Path:
+        return self.cache_dir / "wheels"
+
+    @property
+    def apt_cache_dir(self) -> Path:
+        return self.cache_dir / "apt-cacher-ng"
+
+
+@dataclass(frozen=True)
+class LabNet:
+    """The lab's subnet: .1 is the machine (bridge), containers from .11, VMs from .101."""
+
+    subnet: ipaddress.IPv4Network
+
+    @classmethod
+    def from_env(cls) -> LabNet:
+        raw = os.environ.get("LLMFLEET_LAB_SUBNET", "10.77.0.0/24")
+        try:
+            net = ipaddress.IPv4Network(raw, strict=True)
+        except ValueError as exc:
+            raise LabError(f"LLMFLEET_LAB_SUBNET={raw!r} is not an IPv4 network ({exc}); "
+                           "use a form like 10.77.0.0/24") from exc
+        if net.prefixlen > 24:
+            raise LabError(f"LLMFLEET_LAB_SUBNET={raw!r} is too small; use a /24 or larger")
+        return cls(net)
+
+    @property
+    def gateway(self) -> str:
+        return str(self.subnet.network_address + 1)
+
+    def container_address(self, index: int) -> str:
+        return str(self.subnet.network_address + 10 + index)
+
+    def vm_address(self, index: int) -> str:
+        return str(self.subnet.network_address + 100 + index)
+
+
+def container_name(index: int) -> str:
+    return f"lab-c{index}"
+
+
+def vm_name(index: int) -> str:
+    return f"lab-vm{index}"

@@ -1,0 +1,216 @@
+"""`llmfleet lab`: bring the lab up (idempotently, recovering from a crashed run) and down."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import time
+from contextlib import contextmanager
+
+from llmfleet.errors import LabError
+from llmfleet.lab import hosts as labhosts
+from llmfleet.lab import net, services, sh
+from llmfleet.lab.config import BRIDGE, LAB_USER, TOOLS, VM_TOOLS, LabNet, LabPaths, container_name, vm_name
+from llmfleet.lab.images import ensure_image
+from llmfleet.lab.state import Host, LabState
+
+
+def preflight(vm: bool) -> None:
+    if os.geteuid() != 0:
+        raise LabError("the lab needs root (it creates network namespaces, mounts and containers): "
+                       "run it as root, e.g. `sudo .venv/bin/llmfleet lab up`")
+    needed = dict(TOOLS)
+    if vm:
+        needed.update(VM_TOOLS)
+    missing = {tool: pkg for tool, pkg in needed.items() if shutil.which(tool) is None}
+    if missing:
+        tools = ", ".join(sorted(missing))
+        pkgs = " ".join(sorted(set(missing.values())))
+        raise LabError(f"missing system tools: {tools}; install them with "
+                       f"`apt-get install {pkgs}` (or `make sysdeps`)")
+
+
+@contextmanager
+def locked(paths: LabPaths):
+    paths.lock_file.parent.mkdir(parents=True, exist_ok=True)
+    with open(paths.lock_file, "w") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError as exc:
+            raise LabError(f"another `llmfleet lab` command holds {paths.lock_file}; wait for it") from exc
+        yield
+
+
+def host_status(h: Host) -> str:
+    if h.proc is None or not h.proc.alive():
+        return "stopped"
+    return "running" if services._tcp_open(h.address, h.ssh_port) else "booting"
+
+
+def write_ssh_files(state: LabState, host_keys: dict[str, str], paths: LabPaths) -> None:
+    """An OpenSSH config and known_hosts usable by ssh, pyinfra and testinfra (host keys checked)."""
+    paths.ssh_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    known = {}
+    if paths.known_hosts.exists():
+        for line in paths.known_hosts.read_text().splitlines():
+            names, key = line.split(" ", 1)
+            known[names.split(",")[0]] = key
+    known.update(host_keys)
+    known = {n: k for n, k in known.items() if n in state.hosts}
+    paths.known_hosts.write_text("".join(
+        f"{n},{state.hosts[n].address} {k}\n" for n, k in sorted(known.items())))
+    blocks = ["# Written by `llmfleet lab up`; removed by `llmfleet lab down`.\n"]
+    for h in sorted(state.hosts.values(), key=lambda h: h.name):
+        blocks.append(f"Host {h.name}\n  HostName {h.address}\n  Port {h.ssh_port}\n")
+    blocks.append(
+        "Host lab-*\n"
+        f"  User {state.user}\n"
+        f"  IdentityFile {paths.client_key}\n"
+        "  IdentitiesOnly yes\n"
+        f"  UserKnownHostsFile {paths.known_hosts}\n"
+        "  StrictHostKeyChecking yes\n"
+        "  BatchMode yes\n"
+        "  LogLevel ERROR\n")
+    paths.ssh_config.write_text("\n".join(blocks))
+
+
+def _ensure_client_key(paths: LabPaths) -> None:
+    paths.ssh_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if not paths.client_key.exists():
+        sh.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "llmfleet-lab",
+                "-f", str(paths.client_key)])
+
+
+def recover(state: LabState | None, paths: LabPaths, log=print) -> LabState | None:
+    """Clean up what a killed run left behind: dead hosts and, without a state file, every
+    namespace, link and mount that carries the lab's names."""
+    if state is None:
+        leftovers = net.sweep()
+        if paths.hosts_dir.exists():
+            for d in paths.hosts_dir.iterdir():
+                labhosts.remove_host_files(d)
+                leftovers.append(f"files {d}")
+        if leftovers:
+            log("recovered from a previous lab that was not brought down: removed "
+                + ", ".join(leftovers))
+        return None
+    for name, h in list(state.hosts.items()):
+        if host_status(h) == "stopped":
+            log(f"{name}: its process is gone (previous run killed?); cleaning it up")
+            labhosts.stop_host(h, paths)
+            del state.hosts[name]
+    return state
+
+
+def up(n_hosts: int, vm: bool, log=print) -> LabState:
+    if n_hosts < 0 or n_hosts > 80:
+        raise LabError(f"--hosts {n_hosts}: the lab runs 0 to 80 container hosts")
+    preflight(vm)
+    paths, lnet = LabPaths.from_env(), LabNet.from_env()
+    with locked(paths):
+        state = recover(LabState.load(paths), paths, log)
+        if state is not None and state.subnet != str(lnet.subnet):
+            raise LabError(f"a lab is up on {state.subnet}, not {lnet.subnet}: "
+                           "run `llmfleet lab down` first to change the subnet")
+        net.check_subnet_free(lnet)
+        if state is None:
+            state = LabState(subnet=str(lnet.subnet), gateway=lnet.gateway, bridge=BRIDGE, user=LAB_USER)
+        c_image, _ = ensure_image(paths, "container", log)
+        v_image = ensure_image(paths, "vm", log)[0] if vm else None
+        state.save(paths)
+        net.ensure_bridge(lnet)
+        _ensure_client_key(paths)
+        for name in services.SERVICES:
+            state.services[name] = services.ensure_service(
+                name, state.services.get(name), lnet.gateway, str(lnet.subnet), paths)
+        state.save(paths)
+
+        wanted = [(container_name(i), i, "container") for i in range(1, n_hosts + 1)]
+        if vm:
+            wanted.append((vm_name(1), 1, "vm"))
+        new_keys: dict[str, str] = {}
+        started: list[Host] = []
+        try:
+            for name, index, kind in wanted:
+                if name in state.hosts:
+                    continue
+                if kind == "container":
+                    h, key = labhosts.start_container(index, name, lnet.container_address(index),
+                                                      c_image, paths, lnet)
+                else:
+                    h, key = labhosts.start_vm(index, name, lnet.vm_address(index), v_image, paths, lnet)
+                state.hosts[name] = h
+                state.save(paths)  # recorded before waiting: a crash now is recoverable
+                new_keys[name] = key
+                started.append(h)
+            write_ssh_files(state, new_keys, paths)
+            t0 = time.monotonic()
+            labhosts.wait_for_ssh(started, paths)
+            if started:
+                log(f"{len(started)} host(s) answered SSH after {time.monotonic() - t0:.1f}s")
+        finally:
+            state.save(paths)
+        extra = sorted(set(state.hosts) - {w[0] for w in wanted})
+        if extra:
+            log(f"also running from before: {', '.join(extra)} (`llmfleet lab down` removes all)")
+        return state
+
+
+def down(log=print) -> list[str]:
+    """Remove every process, namespace, link, mount and file the lab made; return what was removed."""
+    paths = LabPaths.from_env()
+    if os.geteuid() != 0:
+        raise LabError("the lab needs root: run `llmfleet lab down` as root")
+    removed: list[str] = []
+    with locked(paths):
+        state = LabState.load(paths)
+        if state is not None:
+            for h in state.hosts.values():
+                labhosts.stop_host(h, paths)
+                removed.append(f"host {h.name}")
+            for name, svc in state.services.items():
+                svc.proc.stop(grace_s=5)
+                removed.append(f"service {name}")
+        if net.link_exists(BRIDGE):
+            net.delete_link(BRIDGE)
+            removed.append(f"bridge {BRIDGE}")
+        removed += net.sweep()
+        if paths.hosts_dir.exists():
+            for d in paths.hosts_dir.iterdir():
+                labhosts.remove_host_files(d)
+        if paths.state_dir.exists():
+            shutil.rmtree(paths.state_dir)
+            removed.append(f"dir {paths.state_dir}")
+    paths.lock_file.unlink(missing_ok=True)
+    return removed
+
+
+def load() -> LabState:
+    state = LabState.load(LabPaths.from_env())
+    if state is None:
+        raise LabError("no lab is up: run `llmfleet lab up` first")
+    return state
+
+
+def status_rows(state: LabState) -> list[dict]:
+    paths = LabPaths.from_env()
+    return [
+        {"name": h.name, "kind": h.kind, "address": h.address, "ssh_port": h.ssh_port,
+         "state": host_status(h), "user": state.user, "image": h.image,
+         "ssh_config": str(paths.ssh_config)}
+        for h in sorted(state.hosts.values(), key=lambda h: (h.kind != "container", h.name))
+    ]
+
+
+def testinfra_hosts(state: LabState) -> str:
+    paths = LabPaths.from_env()
+    return ",".join(f"ssh://{r['name']}?ssh_config={paths.ssh_config}&sudo=true"
+                    for r in status_rows(state))
+
+
+def ssh_command(name: str, command: list[str]) -> list[str]:
+    state = load()
+    if name not in state.hosts:
+        raise LabError(f"no lab host named {name!r}; the lab has: {', '.join(sorted(state.hosts))}")
+    return labhosts.ssh_args(LabPaths.from_env(), name, "-t" if not command else "-T") + command
