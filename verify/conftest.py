@@ -60,20 +60,15 @@ def settings(host_name, host_data) -> Settings:
         pytest.fail(str(exc))
 
 
-_READ_FILES = (
-    "import json,sys\n"
-    "out={}\n"
-    "for p in sys.argv[1:]:\n"
-    "    try: out[p]=open(p).read()\n"
-    "    except FileNotFoundError: out[p]=None\n"
-    "print(json.dumps(out))\n"
-)
+def run_remote(host, script: str, *args: str):
+    """Run verify/remote/<script>.py on the host with args, in one round trip; return its JSON."""
+    source = (Path(__file__).parent / "remote" / f"{script}.py").read_text()
+    return json.loads(host.check_output("python3 -c %s" + " %s" * len(args), source, *args))
 
 
 def read_files(host, *paths: str) -> dict[str, str | None]:
     """Contents of several files on the host in one round trip (None for a missing file)."""
-    return json.loads(host.check_output("python3 -c %s " + " ".join(["%s"] * len(paths)),
-                                        _READ_FILES, *paths))
+    return run_remote(host, "read_files", *paths)
 
 
 def expect(host_name: str, setting: str, expected, actual) -> None:

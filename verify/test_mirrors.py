@@ -1,21 +1,9 @@
 """mirrors: apt and pip on the host use the mirrors group data names, and those answer."""
 
-import json
-
-from conftest import expect, read_files
+from conftest import expect, read_files, run_remote
 
 APT_PROXY_FILE = "/etc/apt/apt.conf.d/01llmfleet-proxy"
 PIP_CONF = "/etc/pip.conf"
-
-_PROBE = (
-    "import json,sys,urllib.request\n"
-    "out={}\n"
-    "for u in sys.argv[1:]:\n"
-    "    try: out[u]=urllib.request.urlopen(u,timeout=10).status\n"
-    "    except Exception as e: out[u]=repr(e)\n"
-    "print(json.dumps(out))\n"
-)
-
 
 def _pip_conf(settings) -> dict[str, str]:
     want = {}
@@ -51,17 +39,14 @@ def test_mirror_config(host, host_name, settings):
 
 def test_mirrors_answer(host, host_name, settings):
     """The configured mirrors answer from the host itself (a mirror down breaks every install)."""
-    urls = []
-    if settings.apt_proxy:
-        urls.append(settings.apt_proxy.rstrip("/") + "/acng-report.html")
-    urls += [u for u in settings.pip_find_links if u.startswith("http")]
-    if settings.pip_index_url:
-        urls.append(settings.pip_index_url)
-    if not urls:
+    # A proxy is only connected to (any proxy software will do); URLs are fetched.
+    checks = [f"tcp {settings.apt_proxy}"] if settings.apt_proxy else []
+    checks += [f"get {u}" for u in settings.pip_find_links if u.startswith("http")]
+    if settings.pip_index_url and settings.pip_index_url.startswith("http"):
+        checks.append(f"get {settings.pip_index_url}")
+    if not checks:
         return
-    got = json.loads(host.check_output("python3 -c %s " + " ".join(["%s"] * len(urls)), _PROBE, *urls))
-    for url in urls:
-        status = got[url]
-        # apt-cacher-ng answers its report page with 200, or 404 where the page is disabled:
-        # either proves a live proxy. Anything else (refused, timeout, 5xx) is a dead mirror.
-        assert status in (200, 404), f"{host_name}: mirror {url}: expected an answer, actual {status}"
+    got = run_remote(host, "reach", *checks)
+    for check in checks:
+        url = check.split(" ", 1)[1]
+        expect(host_name, f"mirror {url} answers", 200, got[url])

@@ -9,14 +9,18 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from llmfleet.errors import LabError
 
 # Every network object the lab creates starts with this prefix, so that a crashed lab's
-# leftovers can be found by name (Linux interface names are limited to 15 characters).
-PREFIX = "llmf"
+# leftovers can be found by name (Linux interface names are limited to 15 characters). A second
+# lab on the same machine (the test suite's) uses its own prefix, subnet and directory.
+PREFIX = os.environ.get("LLMFLEET_LAB_PREFIX", "llmf")
+if not re.fullmatch(r"[a-z]{2,5}", PREFIX):
+    raise LabError(f"LLMFLEET_LAB_PREFIX={PREFIX!r}: use 2 to 5 lower-case letters (it starts interface names)")
 BRIDGE = f"{PREFIX}-br0"
 
 # Measured on the development machines (shared/facts/lab-hosts.md):
@@ -36,7 +40,7 @@ LAB_UID = 1500
 
 # Ports of the machine-side services, on the bridge address only.
 NTP_PORT = 123
-APT_PROXY_PORT = 3142
+APT_PROXY_PORT = 3143  # not apt-cacher-ng's usual 3142, which a system one may hold
 WHEELS_PORT = 8470
 
 # Which Debian package brings each system tool the lab needs (shown when one is missing).

@@ -121,7 +121,7 @@ def start_vm(index: int, name: str, address: str, image: Image, paths: LabPaths,
             "-append", "root=/dev/vda rw console=ttyS0 edd=off",
             "-drive", f"file={d / 'disk.img'},format=raw,if=virtio",
             "-netdev", f"tap,id=n0,ifname={tap},script=no,downscript=no",
-            "-device", f"virtio-net-pci,netdev=n0,mac={mac}",
+            "-device", f"virtio-net-pci,netdev=n0,mac={mac},romfile=",
             "-serial", f"file:{_console(paths, name)}", "-display", "none", "-monitor", "none"]
     proc = sh.spawn(args, d / "qemu.log", marker=f"-name {name} ")
     host = Host(name=name, kind="vm", address=address, image=image.path.name, link=tap, proc=proc)

@@ -115,11 +115,11 @@ def _command(name: str, address: str, subnet: str, paths: LabPaths) -> tuple[lis
 def ensure_service(name: str, current: Service | None, address: str, subnet: str,
                    paths: LabPaths) -> Service:
     """Reuse a healthy service, else (re)start it; fail with the service's log if it won't come up."""
-    if current is not None and current.address == address and healthy(name, current):
+    proto, port = SERVICES[name]
+    if current is not None and (current.address, current.port) == (address, port) and healthy(name, current):
         return current
     if current is not None:
         current.proc.stop()
-    proto, port = SERVICES[name]
     check_port_free(proto, address, port)
     args, marker = _command(name, address, subnet, paths)
     log = paths.services_dir / name / "log"

@@ -1,0 +1,81 @@
+"""One lab per test run, shared by every integration test.
+
+The test lab has its own directory, subnet and name prefix, so it runs beside a developer's demo
+lab without touching it. It needs root (namespaces, mounts, containers), as CI has.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+LAB_ENV = {
+    "LLMFLEET_LAB_DIR": "/var/lib/llmfleet/test-lab",
+    "LLMFLEET_LAB_SUBNET": "10.78.0.0/24",
+    "LLMFLEET_LAB_PREFIX": "llmt",
+}
+PREFIX = LAB_ENV["LLMFLEET_LAB_PREFIX"]
+N_CONTAINERS = 3
+
+
+def env(**extra: str) -> dict[str, str]:
+    return {**os.environ, **LAB_ENV, **extra}
+
+
+def run(*args: str, check: bool = True, timeout: float = 900, **extra_env: str) -> subprocess.CompletedProcess:
+    """Run a command the way a user would, from the repository root, against the test lab."""
+    proc = subprocess.run(list(args), cwd=ROOT, env=env(**extra_env), capture_output=True, text=True,
+                          timeout=timeout)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{' '.join(args)} exited {proc.returncode}\nstdout:\n{proc.stdout[-3000:]}"
+                             f"\nstderr:\n{proc.stderr[-3000:]}")
+    return proc
+
+
+def llmfleet(*args: str, **kw) -> subprocess.CompletedProcess:
+    return run(str(BIN / "llmfleet"), *args, **kw)
+
+
+def lab_ssh(name: str, command: str, **kw) -> subprocess.CompletedProcess:
+    return llmfleet("lab", "ssh", name, "--", command, **kw)
+
+
+def state() -> dict:
+    return json.loads((Path(LAB_ENV["LLMFLEET_LAB_DIR"]) / "state.json").read_text())
+
+
+@dataclass
+class Lab:
+    up_output: str
+
+    def testinfra_hosts(self) -> str:
+        return llmfleet("lab", "hosts", "--testinfra").stdout.strip()
+
+    def deploy(self, *extra: str) -> subprocess.CompletedProcess:
+        return run(str(BIN / "pyinfra"), "inventories/lab.py", "deploy.py", *extra)
+
+    def verify(self, check: bool = True) -> subprocess.CompletedProcess:
+        return run(str(BIN / "pytest"), "verify/", "-p", "no:cacheprovider", "-q", "-rf",
+                   f"--hosts={self.testinfra_hosts()}", check=check)
+
+
+@pytest.fixture(scope="session")
+def lab() -> Lab:
+    if os.geteuid() != 0:
+        pytest.exit("the integration tests need root (the lab creates namespaces, mounts and containers)",
+                    returncode=2)
+    llmfleet("lab", "down")
+    # What a killed lab leaves behind without a state file: a namespace and a link with its names.
+    subprocess.run(["ip", "netns", "add", f"{PREFIX}-lab-c9"], check=True)
+    subprocess.run(["ip", "link", "add", f"{PREFIX}-c9", "type", "bridge"], check=True)
+    up = llmfleet("lab", "up", "--hosts", str(N_CONTAINERS), "--vm")
+    yield Lab(up_output=up.stdout + up.stderr)
+    llmfleet("lab", "down", check=False)

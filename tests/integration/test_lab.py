@@ -1,0 +1,186 @@
+"""The lab end to end: hosts come up, pyinfra and testinfra work over SSH, faults are handled."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+from pathlib import Path
+
+from conftest import BIN, LAB_ENV, N_CONTAINERS, PREFIX, lab_ssh, llmfleet, run, state
+
+
+def netns_names() -> list[str]:
+    out = subprocess.run(["ip", "-j", "netns", "list"], capture_output=True, text=True).stdout.strip()
+    return [e["name"] for e in json.loads(out)] if out else []
+
+
+def link_names() -> list[str]:
+    return [e["ifname"] for e in json.loads(subprocess.run(["ip", "-j", "link"], capture_output=True,
+                                                            text=True).stdout)]
+
+
+def test_up_cleans_up_after_a_killed_lab(lab):
+    assert "recovered from a previous lab" in lab.up_output
+    assert f"{PREFIX}-lab-c9" not in netns_names()
+    assert f"{PREFIX}-c9" not in link_names()
+
+
+def test_status_json_lists_every_host(lab):
+    hosts = json.loads(llmfleet("lab", "status", "--json").stdout)["hosts"]
+    assert [(h["name"], h["kind"], h["address"], h["ssh_port"], h["state"]) for h in hosts] == [
+        ("lab-c1", "container", "10.78.0.11", 22, "running"),
+        ("lab-c2", "container", "10.78.0.12", 22, "running"),
+        ("lab-c3", "container", "10.78.0.13", 22, "running"),
+        ("lab-vm1", "vm", "10.78.0.101", 22, "running"),
+    ]
+
+
+def test_each_container_has_its_own_network_namespace(lab):
+    hosts = state()["hosts"]
+    namespaces = {h["netns"] for h in hosts.values() if h["kind"] == "container"}
+    assert len(namespaces) == N_CONTAINERS and namespaces <= set(netns_names())
+
+
+def test_up_twice_is_harmless(lab):
+    before = {n: h["proc"]["pid"] for n, h in state()["hosts"].items()}
+    again = llmfleet("lab", "up", "--hosts", str(N_CONTAINERS), "--vm")
+    after = {n: h["proc"]["pid"] for n, h in state()["hosts"].items()}
+    assert after == before, "a second `lab up` must keep the running hosts"
+    assert "answered SSH" not in again.stderr  # nothing was started
+
+
+def test_pyinfra_answers_from_every_host_and_the_vm_has_its_own_kernel(lab):
+    proc = run(str(BIN / "pyinfra"), "inventories/lab.py", "exec", "--", "uname", "-r")
+    out = proc.stdout + proc.stderr
+    kernels = {}
+    for line in out.splitlines():
+        line = line.strip()
+        if line.startswith("[lab-") and "]" in line:
+            name, rest = line[1:].split("]", 1)
+            if rest.strip() and rest.strip()[0].isdigit():
+                kernels[name] = rest.strip()
+    assert set(kernels) == {"lab-c1", "lab-c2", "lab-c3", "lab-vm1"}, out
+    machine = os.uname().release
+    assert all(kernels[f"lab-c{i}"] == machine for i in range(1, 4))
+    assert kernels["lab-vm1"] != machine
+
+
+def test_deploy_then_verify_passes(lab):
+    lab.deploy("-y")
+    result = lab.verify()
+    assert " passed" in result.stdout and "failed" not in result.stdout
+
+
+def test_second_deploy_changes_nothing(lab):
+    plan = json.loads(lab.deploy("--dry", "--json").stdout)["plan"]
+    assert plan, "the dry run planned no operation at all"
+    changing = {p["name"]: p["hosts_with_change"] + p["hosts_with_conditional_change"]
+                for p in plan if p["hosts_with_change"] or p["hosts_with_conditional_change"]}
+    assert changing == {}
+
+
+def test_verify_names_a_broken_host_and_deploy_repairs_it(lab):
+    lab_ssh("lab-c2", "sudo sed -i 's/no-index = true/no-index = false/' /etc/pip.conf")
+    broken = lab.verify(check=False)
+    assert broken.returncode == 1, broken.stdout
+    failed = [ln for ln in broken.stdout.splitlines() if ln.startswith("FAILED")]
+    assert len(failed) == 1 and "lab-c2" in failed[0], broken.stdout
+    assert "lab-c2: pip settings in /etc/pip.conf: expected" in broken.stdout
+    assert "'no-index': 'true'" in broken.stdout and "'no-index': 'false'" in broken.stdout
+    lab.deploy("-y")
+    lab.verify()
+
+
+def test_hosts_reach_only_each_other_and_the_machine(lab):
+    script = (
+        "import socket\n"
+        "for addr in [('10.78.0.12', 22), ('10.78.0.1', 3143), ('192.0.2.1', 80)]:\n"
+        "    try: socket.create_connection(addr, 3).close(); print(addr[0], 'ok')\n"
+        "    except OSError as e: print(addr[0], e.strerror)\n"
+    )
+    out = lab_ssh("lab-c1", f"python3 -c \"{script}\"").stdout
+    assert "10.78.0.12 ok" in out and "10.78.0.1 ok" in out
+    assert "192.0.2.1 Network is unreachable" in out  # no route: the packet is never sent
+
+
+def test_lab_ntp_server_answers_hosts(lab):
+    script = (
+        "import socket,struct,time\n"
+        "s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM); s.settimeout(3)\n"
+        "s.sendto(b'\\x1b'+47*b'\\0',('10.78.0.1',123)); d=s.recv(48)\n"
+        "print(abs(struct.unpack('!I',d[40:44])[0]-2208988800-time.time()))\n"
+    )
+    for name in ("lab-c1", "lab-vm1"):
+        offset = float(lab_ssh(name, f"python3 -c \"{script}\"").stdout.strip())
+        assert offset < 5, f"{name}: lab NTP server time differs by {offset}s"
+
+
+def test_wheel_mirror_serves_pip_on_hosts(lab):
+    llmfleet("lab", "wheels", "six==1.16.0", timeout=600)
+    out = lab_ssh("lab-c1", "rm -rf /tmp/v && python3 -m venv /tmp/v && /tmp/v/bin/pip install six==1.16.0"
+                  " && /tmp/v/bin/python -c 'import six; print(six.__version__)'", timeout=600)
+    assert "Looking in links: http://10.78.0.1:8470/" in out.stdout
+    assert out.stdout.strip().endswith("1.16.0")
+
+
+def test_host_keys_are_checked(lab, tmp_path):
+    cfg = Path(LAB_ENV["LLMFLEET_LAB_DIR"]) / "ssh"
+    wrong = tmp_path / "known_hosts"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / "k")], check=True)
+    wrong.write_text("lab-c1,10.78.0.11 " + " ".join((tmp_path / "k.pub").read_text().split()[:2]) + "\n")
+    proc = subprocess.run(["ssh", "-F", str(cfg / "config"), "-o", f"UserKnownHostsFile={wrong}", "lab-c1", "true"],
+                          capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 255 and "Host key verification failed" in proc.stderr
+
+
+def test_password_login_is_refused(lab):
+    out = lab_ssh("lab-c1", "sudo sshd -T | grep -E '^(passwordauthentication|kbdinteractiveauthentication) '")
+    assert out.stdout.split() == ["passwordauthentication", "no", "kbdinteractiveauthentication", "no"]
+
+
+def test_crashed_host_is_reported_and_recovered(lab):
+    pids = {n: h["proc"]["pid"] for n, h in state()["hosts"].items()}
+    os.kill(pids["lab-c3"], signal.SIGKILL)
+    rows = {h["name"]: h["state"] for h in json.loads(llmfleet("lab", "status", "--json").stdout)["hosts"]}
+    assert rows["lab-c3"] == "stopped"
+    up = llmfleet("lab", "up", "--hosts", str(N_CONTAINERS), "--vm")
+    assert "lab-c3: its process is gone" in up.stderr
+    after = {n: h["proc"]["pid"] for n, h in state()["hosts"].items()}
+    assert after["lab-c3"] != pids["lab-c3"]
+    assert {n: p for n, p in after.items() if n != "lab-c3"} == {n: p for n, p in pids.items() if n != "lab-c3"}
+    assert lab_ssh("lab-c3", "systemctl is-system-running").stdout.strip() == "running"
+
+
+def test_not_root_is_refused_clearly(lab):
+    # In a new user namespace the process is not root (euid 65534) but can still read the checkout.
+    proc = subprocess.run(["unshare", "--user", "--", str(BIN / "llmfleet"), "lab", "up"],
+                          capture_output=True, text=True, env={**os.environ, **LAB_ENV})
+    assert proc.returncode == 2 and "the lab needs root" in proc.stderr
+
+
+def test_missing_tool_names_the_package(lab, tmp_path):
+    (tmp_path / "bin").mkdir()
+    os.symlink(shutil.which("python3"), tmp_path / "bin" / "python3")
+    proc = subprocess.run([str(BIN / "llmfleet"), "lab", "up", "--vm"], capture_output=True, text=True,
+                          env={**os.environ, **LAB_ENV, "PATH": str(tmp_path / "bin")})
+    assert proc.returncode == 2
+    assert "missing system tools:" in proc.stderr and "mmdebstrap" in proc.stderr
+    assert "apt-get install" in proc.stderr and "qemu-system-x86" in proc.stderr
+
+
+def test_occupied_subnet_is_refused_before_anything_is_made(lab, tmp_path):
+    subprocess.run(["ip", "link", "add", "lltxdummy", "type", "bridge"], check=True)
+    try:
+        subprocess.run(["ip", "addr", "add", "10.79.0.5/24", "dev", "lltxdummy"], check=True)
+        proc = run(str(BIN / "llmfleet"), "lab", "up", "--hosts", "1", check=False,
+                   LLMFLEET_LAB_DIR=str(tmp_path / "lab"), LLMFLEET_LAB_SUBNET="10.79.0.0/24",
+                   LLMFLEET_LAB_PREFIX="lltx")
+        assert proc.returncode == 2
+        assert "the lab subnet 10.79.0.0/24 overlaps 10.79.0.5/24 on interface lltxdummy" in proc.stderr
+        assert "LLMFLEET_LAB_SUBNET=" in proc.stderr
+        assert not any(n.startswith("lltx-") for n in link_names() + netns_names())
+    finally:
+        subprocess.run(["ip", "link", "del", "lltxdummy"], check=False)

@@ -1,0 +1,25 @@
+"""Runs last: `lab down` removes every process, namespace, link, mount and file the lab made."""
+
+import json
+import subprocess
+from pathlib import Path
+
+from conftest import LAB_ENV, PREFIX, llmfleet
+
+
+def test_down_leaves_nothing_behind(lab):
+    lab_dir = LAB_ENV["LLMFLEET_LAB_DIR"]
+    pids = [h["proc"]["pid"] for h in json.loads((Path(lab_dir) / "state.json").read_text())["hosts"].values()]
+    llmfleet("lab", "down")
+    assert not Path(lab_dir).exists()
+    netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
+    assert f"{PREFIX}-" not in netns and f"{PREFIX}-" not in links
+    assert lab_dir not in Path("/proc/self/mounts").read_text()
+    ps = subprocess.run(["ps", "-eo", "pid,stat,args"], capture_output=True, text=True).stdout
+    leftovers = [ln for ln in ps.splitlines() if lab_dir in ln and " Z" not in ln]
+    assert leftovers == []
+    for pid in pids:
+        assert not Path(f"/proc/{pid}/cmdline").exists() or b"nspawn" not in Path(f"/proc/{pid}/cmdline").read_bytes()
+    # a second `down` has nothing left to do and says so
+    assert "removed 0 item(s)" in llmfleet("lab", "down").stdout

@@ -1,0 +1,99 @@
+"""Lab building blocks that need no root: names, subnets, recipes, state, SSH files, ports."""
+
+import socket
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from llmfleet.errors import LabError
+from llmfleet.lab import images, services
+from llmfleet.lab.config import LabNet, LabPaths
+from llmfleet.lab.lab import write_ssh_files
+from llmfleet.lab.state import Host, LabState, Proc
+
+
+def test_subnet_from_env(monkeypatch):
+    monkeypatch.setenv("LLMFLEET_LAB_SUBNET", "10.90.0.0/24")
+    net = LabNet.from_env()
+    assert (net.gateway, net.container_address(1), net.vm_address(1)) == ("10.90.0.1", "10.90.0.11", "10.90.0.101")
+
+
+@pytest.mark.parametrize("bad", ["10.90.0.5/24", "not-a-net", "10.90.0.0/28"])
+def test_bad_subnet_is_refused_with_fix(monkeypatch, bad):
+    monkeypatch.setenv("LLMFLEET_LAB_SUBNET", bad)
+    with pytest.raises(LabError, match="LLMFLEET_LAB_SUBNET"):
+        LabNet.from_env()
+
+
+def test_recipe_digest_changes_only_with_recipe():
+    base = images.recipe("container")
+    assert images.recipe("container").digest == base.digest
+    changed = images.Recipe(**{**base.__dict__, "packages": base.packages + ["curl"]})
+    assert changed.digest != base.digest
+    assert images.recipe("vm").digest != base.digest
+
+
+def test_proc_alive_checks_marker_and_stop_kills(tmp_path):
+    proc = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    try:
+        assert Proc(pid=proc.pid, marker="sleep 300").alive()
+        assert not Proc(pid=proc.pid, marker="something-else").alive()  # PID reused by another program
+        Proc(pid=proc.pid, marker="sleep 300").stop(grace_s=2)
+        proc.wait(timeout=5)
+        assert not Proc(pid=proc.pid, marker="sleep 300").alive()
+    finally:
+        proc.kill()
+
+
+def test_ssh_files_check_host_keys(tmp_path):
+    paths = LabPaths(state_dir=tmp_path / "lab", cache_dir=tmp_path / "cache")
+    state = LabState(subnet="10.77.0.0/24", gateway="10.77.0.1", bridge="x-br0", user="fleet")
+    state.hosts["lab-c1"] = Host(name="lab-c1", kind="container", address="10.77.0.11", image="i", link="x-c1")
+    write_ssh_files(state, {"lab-c1": "ssh-ed25519 AAAAkey"}, paths)
+    config = paths.ssh_config.read_text()
+    assert "Host lab-c1\n  HostName 10.77.0.11" in config
+    assert "StrictHostKeyChecking yes" in config and f"UserKnownHostsFile {paths.known_hosts}" in config
+    assert paths.known_hosts.read_text() == "lab-c1,10.77.0.11 ssh-ed25519 AAAAkey\n"
+    # a host that left the lab leaves known_hosts too
+    del state.hosts["lab-c1"]
+    write_ssh_files(state, {}, paths)
+    assert paths.known_hosts.read_text() == ""
+
+
+def test_taken_port_is_named():
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        with pytest.raises(LabError) as exc:
+            services.check_port_free("udp", "127.0.0.1", port)
+    assert f"port {port}/udp on 127.0.0.1 is taken" in str(exc.value)
+    assert "LLMFLEET_LAB_SUBNET" in str(exc.value)
+
+
+def test_ntp_query_reads_server_time():
+    """The SNTP client against a tiny server on loopback that answers a fixed timestamp."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as srv:
+        srv.bind(("127.0.0.1", 0))
+        port = srv.getsockname()[1]
+        import threading
+
+        def answer():
+            _, addr = srv.recvfrom(48)
+            reply = bytearray(48)
+            reply[40:44] = (2208988800 + 1_000_000_000).to_bytes(4, "big")
+            srv.sendto(bytes(reply), addr)
+
+        t = threading.Thread(target=answer)
+        t.start()
+        assert services.ntp_query("127.0.0.1", port) == pytest.approx(1_000_000_000)
+        t.join()
+
+
+def test_state_roundtrip(tmp_path):
+    paths = LabPaths(state_dir=tmp_path / "lab", cache_dir=tmp_path / "cache")
+    assert LabState.load(paths) is None
+    state = LabState(subnet="10.77.0.0/24", gateway="10.77.0.1", bridge="x-br0", user="fleet")
+    state.save(paths)
+    assert LabState.load(paths) == state
+    assert Path(paths.state_file).stat().st_mode & 0o777 in (0o644, 0o600)
