@@ -9,9 +9,29 @@ Settings are validated first: invalid group data stops the deploy before any hos
 from pyinfra import host
 
 from llmfleet.settings import settings_for
-from operations import base_packages, mirrors
+from operations import (
+                        base_packages,
+                        chrony,
+                        cpu_governor,
+                        kernel_cmdline,
+                        kernel_modules,
+                        limits,
+                        mirrors,
+                        reboot,
+                        sysctls,
+                        thp,
+)
 
 settings = settings_for(host)
 
+# host baseline
 mirrors.configure(settings)
 base_packages.install(settings)
+kernel_cmdline.configure(settings)
+thp.configure(settings)
+limits.configure(settings)
+sysctls.configure(settings)
+chrony.configure(settings)
+kernel_modules.configure(settings)
+cpu_governor.configure(settings)
+reboot.reboot_if_needed(settings)

@@ -12,3 +12,7 @@ apt_proxy = service_url("apt_proxy")
 pip_find_links = [service_url("wheels")] if service_url("wheels") else []
 pip_no_index = True
 pip_trusted_hosts = [gateway()] if gateway() else []
+# time from the machine's NTP server (the only one lab hosts can reach)
+chrony_servers = [gateway()] if gateway() else ["127.0.0.1"]
+# lab hosts have no InfiniBand: the blacklist is exercised on them
+kernel_modules_blacklist = ["ib_uverbs", "rdma_ucm"]

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import difflib
 import re
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, ValidationError
 
 # Host data that is not an llmfleet setting: pyinfra's global arguments (`_sudo`, ...), its
 # connectors' data (`ssh_user`, ...), and what the lab inventory records about a host (`lab_*`).
@@ -42,7 +42,29 @@ def _hostname(value: str) -> str:
     return value
 
 
+def _pattern(regex: str, what: str):
+    compiled = re.compile(regex)
+
+    def check(value: str) -> str:
+        if not compiled.fullmatch(value):
+            raise ValueError(f"not {what}")
+        return value
+
+    return AfterValidator(check)
+
+
 PackageName = Annotated[str, AfterValidator(_package)]
+# Kernel parameters and values: no spaces, quotes or shell characters (they end up in grub's
+# configuration, which is a shell script).
+KernelParam = Annotated[str, _pattern(r"[A-Za-z0-9_.-]+", "a kernel parameter name (letters, digits, _ . -)")]
+KernelValue = Annotated[str, _pattern(r"[A-Za-z0-9_.,:/+-]+",
+                                      "a kernel parameter value (letters, digits, _ . , : / + -)")]
+SysctlName = Annotated[str, _pattern(r"[a-z0-9_]+(\.[A-Za-z0-9_-]+)+", "a sysctl name like vm.swappiness")]
+SysctlValue = Annotated[str, _pattern(r"[A-Za-z0-9_ \t.:-]+", "a sysctl value (numbers or words)")]
+ModuleName = Annotated[str, _pattern(r"[a-z0-9_-]+", "a kernel module name")]
+UnitName = Annotated[str, _pattern(r"[A-Za-z0-9@_.:-]+\.(service|target)", "a systemd unit like vllm.service")]
+UserName = Annotated[str, _pattern(r"[a-z_][a-z0-9_-]{0,31}", "a user name")]
+PositiveInt = Annotated[int, Field(gt=0, strict=True)]
 Url = Annotated[str, AfterValidator(_url)]
 HostName = Annotated[str, AfterValidator(_hostname)]
 
@@ -56,11 +78,31 @@ class Settings(BaseModel):
     apt_proxy: Url | None
     pip_index_url: Url | None
     pip_find_links: list[Url]
-    pip_no_index: bool
+    pip_no_index: StrictBool
     pip_trusted_hosts: list[HostName]
     # base_packages
     base_packages: list[PackageName]
-    apt_cache_valid_s: int
+    apt_cache_valid_s: PositiveInt
+    cpu_governor: Literal["performance", "powersave", "ondemand", "schedutil", "conservative"] | None
+    # kernel_cmdline and reboots
+    kernel_cmdline: dict[KernelParam, KernelValue | None]
+    reboot_max_unavailable: PositiveInt
+    reboot_timeout_s: PositiveInt
+    reboot_stop_units: list[UnitName]
+    # thp
+    thp_enabled: Literal["always", "madvise", "never"]
+    thp_defrag: Literal["always", "defer", "defer+madvise", "madvise", "never"]
+    # limits
+    service_user: UserName
+    limits_nofile: PositiveInt
+    limits_memlock: PositiveInt | Literal["unlimited"]
+    # sysctls
+    sysctls: dict[SysctlName, Annotated[int, Field(strict=True)] | SysctlValue]
+    # chrony
+    chrony_servers: Annotated[list[HostName], Field(min_length=1)]
+    chrony_max_offset_ms: Annotated[float, Field(gt=0)]
+    # kernel_modules
+    kernel_modules_blacklist: list[ModuleName]
 
 
 class SettingsError(ValueError):
@@ -87,10 +129,29 @@ def validate(host_name: str, data: dict[str, Any]) -> Settings:
             return Settings(**values)
         except ValidationError as exc:
             for err in exc.errors():
-                key = ".".join(str(p) for p in err["loc"])
-                top = str(err["loc"][0])
-                problems.append(f"{key} = {values.get(top)!r}: {err['msg']} (fix it in group data)")
+                problems.append(_describe(err, values))
     raise SettingsError(f"host {host_name}: " + "; ".join(problems))
+
+
+def _describe(err: dict, values: dict) -> str:
+    """One problem: the setting (with the key or index inside it), the value, what is wrong."""
+    loc = [p for p in err["loc"] if p not in ("[key]",)]
+    # pydantic appends the failing union member's name ("int", "function-after[...]") to loc
+    path, value = [], values
+    for part in loc:
+        if isinstance(value, dict) and part in value:
+            value = value[part]
+        elif isinstance(value, list) and isinstance(part, int) and part < len(value):
+            value = value[part]
+        elif err["loc"][-1] == "[key]" or isinstance(value, dict):
+            break
+        else:
+            break
+        path.append(str(part))
+    if err["loc"] and err["loc"][-1] == "[key]":
+        value = err.get("input", value)
+    msg = err["msg"].removeprefix("Value error, ")
+    return f"{'.'.join(path) or loc[0]} = {value!r}: {msg} (fix it in group data)"
 
 
 def settings_for(host) -> Settings:

@@ -116,7 +116,8 @@ class LabPaths:
 
     @property
     def apt_cache_dir(self) -> Path:
-        return self.cache_dir / "apt-cacher-ng"
+        # One cache per lab: two apt-cacher-ng processes must not share a cache directory.
+        return self.cache_dir / "apt-cacher-ng" / PREFIX
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
+import sys
 import time
 from pathlib import Path
 
@@ -28,6 +29,11 @@ from llmfleet.lab.config import (
 )
 from llmfleet.lab.images import Image
 from llmfleet.lab.state import Host
+
+# Hosts run under a supervisor that starts them again when they reboot (llmfleet/lab/supervise.py).
+SUPERVISE = [sys.executable, "-m", "llmfleet.lab.supervise"]
+# The VM's kernel command line until its own grub.cfg names one (shared/facts/lab-hosts.md).
+VM_DEFAULT_APPEND = "root=/dev/vda rw console=ttyS0 edd=off"
 
 
 def host_dir(paths: LabPaths, name: str) -> Path:
@@ -89,7 +95,8 @@ def start_container(index: int, name: str, address: str, image: Image, paths: La
     net.create_container_net(netns, veth, address, lnet)
     root = _mount_overlay(image.rootfs, d)
     host_key = _personalise(root, name, paths)
-    args = ["systemd-nspawn", "--boot", "--register=no", "--keep-unit", f"--machine={name}",
+    args = [*SUPERVISE, "container", "--",
+            "systemd-nspawn", "--boot", "--register=no", "--keep-unit", f"--machine={name}",
             "-D", str(root), f"--network-namespace-path=/run/netns/{netns}", "--console=read-only"]
     proc = sh.spawn(args, _console(paths, name), marker=f"--machine={name} ")
     host = Host(name=name, kind="container", address=address, image=image.path.name, netns=netns,
@@ -116,9 +123,10 @@ def start_vm(index: int, name: str, address: str, image: Image, paths: LabPaths,
     shutil.rmtree(d / "upper", ignore_errors=True)
     shutil.rmtree(d / "work", ignore_errors=True)
     net.create_tap(tap)
-    args = ["qemu-system-x86_64", "-name", name, *QEMU_ACCEL, "-m", str(VM_MEMORY_MB),
+    # The supervisor adds -append: grub's command line from the disk once the guest has one.
+    args = [*SUPERVISE, "vm", "--disk", str(d / "disk.img"), "--append", VM_DEFAULT_APPEND, "--",
+            "qemu-system-x86_64", "-name", name, "-no-reboot", *QEMU_ACCEL, "-m", str(VM_MEMORY_MB),
             "-smp", str(VM_CPUS), "-kernel", str(image.kernel), "-initrd", str(image.initrd),
-            "-append", "root=/dev/vda rw console=ttyS0 edd=off",
             "-drive", f"file={d / 'disk.img'},format=raw,if=virtio",
             "-netdev", f"tap,id=n0,ifname={tap},script=no,downscript=no",
             "-device", f"virtio-net-pci,netdev=n0,mac={mac},romfile=",

@@ -24,7 +24,9 @@ CONTAINER_PACKAGES = [
     "systemd", "systemd-sysv", "dbus", "openssh-server", "python3", "sudo",
     "iproute2", "udev", "kmod", "procps",
 ]
-VM_EXTRA_PACKAGES = ["linux-image-amd64", "e2fsprogs"]
+# grub2-common brings update-grub: the VM's kernel command line is managed through grub as on a
+# real server, and the lab boots the VM with what the VM's grub.cfg says (llmfleet/lab/supervise.py).
+VM_EXTRA_PACKAGES = ["linux-image-amd64", "e2fsprogs", "grub2-common"]
 
 _SSHD_DROPIN = (
     "# llmfleet lab: key-only logins\n"
@@ -46,6 +48,10 @@ COMMON_HOOKS = [
 ]
 VM_HOOKS = [
     'chroot "$1" systemctl enable systemd-networkd',
+    # the serial console the lab logs, kept in whatever command line grub generates
+    'mkdir -p "$1/etc/default/grub.d" "$1/boot/grub"',
+    "printf 'GRUB_CMDLINE_LINUX=\"console=ttyS0 edd=off\"\\nGRUB_CMDLINE_LINUX_DEFAULT=\"\"\\n' "
+    '> "$1/etc/default/grub.d/00-lab.cfg"',
     "echo '/dev/vda / ext4 defaults 0 1' > \"$1/etc/fstab\"",
 ]
 

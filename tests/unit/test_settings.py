@@ -43,18 +43,34 @@ def test_missing_default_is_reported():
         validate("h1", data)
 
 
-@pytest.mark.parametrize("key,value,fragment", [
-    ("base_packages", ["numactl; rm -rf /"], "not a Debian package name"),
-    ("base_packages", ["NumaCtl"], "not a Debian package name"),
-    ("apt_proxy", "http://proxy:3142/$(reboot)", "URL"),
-    ("pip_find_links", ["ftp://mirror/wheels"], "URL"),
-    ("pip_trusted_hosts", ["a b"], "host name"),
-    ("pip_no_index", "sometimes", "bool"),
-    ("apt_cache_valid_s", "an hour", "integer"),
+@pytest.mark.parametrize("key,value,shown,fragment", [
+    ("base_packages", ["numactl; rm -rf /"], "base_packages.0 = 'numactl; rm -rf /'", "not a Debian package name"),
+    ("base_packages", ["NumaCtl"], "base_packages.0 = 'NumaCtl'", "not a Debian package name"),
+    ("apt_proxy", "http://proxy:3142/$(reboot)", "apt_proxy = 'http://proxy:3142/$(reboot)'", "URL"),
+    ("pip_find_links", ["ftp://mirror/wheels"], "pip_find_links.0 = 'ftp://mirror/wheels'", "URL"),
+    ("pip_trusted_hosts", ["a b"], "pip_trusted_hosts.0 = 'a b'", "host name"),
+    ("pip_no_index", "sometimes", "pip_no_index = 'sometimes'", "boolean"),
+    ("apt_cache_valid_s", "an hour", "apt_cache_valid_s = 'an hour'", "integer"),
+    # host baseline (issue 3): kernel parameters end up in grub's shell-sourced configuration
+    ("kernel_cmdline", {"transparent_hugepage": "never;reboot"},
+     "kernel_cmdline.transparent_hugepage = 'never;reboot'", "kernel parameter value"),
+    ("kernel_cmdline", {"quiet $(id)": None}, "kernel_cmdline.quiet $(id) = 'quiet $(id)'", "kernel parameter name"),
+    ("limits_nofile", "lots", "limits_nofile = 'lots'", "integer"),
+    ("limits_nofile", "65536", "limits_nofile = '65536'", "integer"),
+    ("limits_nofile", 0, "limits_nofile = 0", "greater than 0"),
+    ("limits_memlock", "infinite", "limits_memlock = 'infinite'", "unlimited"),
+    ("chrony_servers", [], "chrony_servers = []", "at least 1 item"),
+    ("sysctls", {"vm swappiness": 1}, "sysctls.vm swappiness = 'vm swappiness'", "sysctl name"),
+    ("sysctls", {"vm.swappiness": "1; reboot"}, "sysctls.vm.swappiness = '1; reboot'", "sysctl value"),
+    ("kernel_modules_blacklist", ["ib uverbs"], "kernel_modules_blacklist.0 = 'ib uverbs'", "kernel module name"),
+    ("thp_enabled", "off", "thp_enabled = 'off'", "'never'"),
+    ("reboot_max_unavailable", 0, "reboot_max_unavailable = 0", "greater than 0"),
+    ("reboot_stop_units", ["vllm"], "reboot_stop_units.0 = 'vllm'", "systemd unit"),
+    ("service_user", "Root User", "service_user = 'Root User'", "user name"),
 ])
-def test_invalid_values_are_named(key, value, fragment):
+def test_invalid_values_are_named(key, value, shown, fragment):
     with pytest.raises(SettingsError) as exc:
         validate("gpu-3", all_defaults() | {key: value})
     msg = str(exc.value)
     assert msg.startswith("host gpu-3:"), msg
-    assert key in msg and repr(value) in msg and fragment in msg, msg
+    assert shown in msg and fragment in msg, msg

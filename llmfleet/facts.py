@@ -1,0 +1,79 @@
+"""pyinfra facts llmfleet's operations decide on (each one remote command, read before changes).
+
+Preflight facts (`Preflight`) are also what onboarding and audits record about a host:
+
+    pyinfra inventories/lab.py fact llmfleet.facts.Preflight
+"""
+
+from __future__ import annotations
+
+import json
+
+from pyinfra.api import FactBase
+
+
+class IsContainer(FactBase[bool]):
+    """True on a container host (it shares the kernel of the machine it runs on)."""
+
+    def command(self) -> str:
+        return "systemd-detect-virt --container 2>/dev/null || true"
+
+    def process(self, output) -> bool:
+        value = "\n".join(output).strip()
+        return value not in ("", "none")
+
+
+class BootState(FactBase[dict]):
+    """This boot's id, the running kernel command line, and whether a package asked for a reboot."""
+
+    def command(self) -> str:
+        return ("cat /proc/sys/kernel/random/boot_id; cat /proc/cmdline; "
+                "if [ -e /run/reboot-required ]; then echo reboot-required; else echo no; fi")
+
+    def process(self, output) -> dict:
+        lines = list(output)
+        return {"boot_id": lines[0].strip(), "cmdline": lines[1].split(),
+                "reboot_required": lines[2].strip() == "reboot-required"}
+
+
+class SysfsValues(FactBase[dict]):
+    """Content and writability of sysfs/procfs files: {path: {"value": str|None, "writable": bool}}."""
+
+    def command(self, paths: list[str]) -> str:
+        quoted = " ".join("'" + p.replace("'", "") + "'" for p in paths)
+        return (f"for p in {quoted}; do if [ -e \"$p\" ]; then "
+                "if [ -w \"$p\" ]; then w=rw; else w=ro; fi; printf '%s\\t%s\\t%s\\n' \"$p\" $w \"$(cat \"$p\")\"; "
+                "else printf '%s\\tmissing\\t\\n' \"$p\"; fi; done")
+
+    def process(self, output) -> dict:
+        out = {}
+        for line in output:
+            path, mode, value = (line.split("\t", 2) + ["", ""])[:3]
+            out[path] = {"value": None if mode == "missing" else value, "writable": mode == "rw"}
+        return out
+
+
+class Preflight(FactBase[dict]):
+    """OS and version, kernel, CPU sockets and NUMA nodes, PCI devices (class, vendor, device)."""
+
+    def command(self) -> str:
+        return (
+            "python3 - <<'EOF'\n"
+            "import glob, json, os, platform\n"
+            "osr = dict(l.rstrip().split('=', 1) for l in open('/etc/os-release') if '=' in l)\n"
+            "sockets = {open(p).read().strip() for p in "
+            "glob.glob('/sys/devices/system/cpu/cpu[0-9]*/topology/physical_package_id')}\n"
+            "pci = []\n"
+            "for d in sorted(glob.glob('/sys/bus/pci/devices/*')):\n"
+            "    rd = lambda n: open(os.path.join(d, n)).read().strip()\n"
+            "    pci.append({'slot': os.path.basename(d), 'class': rd('class'), 'vendor': rd('vendor'),"
+            " 'device': rd('device')})\n"
+            "print(json.dumps({'os': osr.get('ID', '').strip('\"'),"
+            " 'os_version': osr.get('VERSION_ID', '').strip('\"'), 'kernel': platform.release(),"
+            " 'cpus': os.cpu_count(), 'sockets': len(sockets),"
+            " 'numa_nodes': len(glob.glob('/sys/devices/system/node/node[0-9]*')), 'pci': pci}))\n"
+            "EOF"
+        )
+
+    def process(self, output) -> dict:
+        return json.loads("\n".join(output))

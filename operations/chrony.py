@@ -1,0 +1,38 @@
+"""chrony: time is synchronised with the servers group data names (install, configure, activate)."""
+
+from pyinfra import host
+from pyinfra.api import deploy
+from pyinfra.operations import apt, files, systemd
+
+from llmfleet.facts import IsContainer
+from llmfleet.settings import Settings
+from operations import template
+
+CONF = "/etc/chrony/chrony.conf"
+CONTAINER_DROPIN = "/etc/systemd/system/chrony.service.d/90-llmfleet-container.conf"
+
+
+@deploy("chrony")
+def configure(settings: Settings):
+    """Install chrony, point it at `chrony_servers`, and keep it enabled and running."""
+    # install
+    apt.packages(name="chrony is installed", packages=["chrony"], cache_time=settings.apt_cache_valid_s,
+                 update=True, no_recommends=True, _env={"DEBIAN_FRONTEND": "noninteractive"})
+    # configure
+    conf = files.template(name="chrony uses the configured servers", src=template("chrony", "chrony.conf.j2"),
+                          dest=CONF, mode="644", servers=list(settings.chrony_servers))
+    container = host.get_fact(IsContainer)
+    if container:
+        host.noop("chrony: on a container host the clock belongs to the machine: chronyd runs with -x "
+                  "(measures and reports the offset, does not set the clock)")
+    files.directory(name="chrony unit drop-in folder", path="/etc/systemd/system/chrony.service.d",
+                    present=bool(container), force=True)
+    dropin = files.template(name="chrony runs without clock control on a container host",
+                            src=template("chrony", "90-llmfleet-container.conf.j2"), dest=CONTAINER_DROPIN,
+                            mode="644") if container else None
+    # activate: one restart when anything changed
+    if dropin is not None and dropin.will_change:
+        systemd.daemon_reload(name="systemd reads the chrony drop-in")
+    restart = conf.will_change or (dropin is not None and dropin.will_change)
+    systemd.service(name="chrony is enabled and running", service="chrony", running=True, enabled=True,
+                    restarted=restart)

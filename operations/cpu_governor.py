@@ -1,0 +1,30 @@
+"""cpu_governor: every CPU runs the frequency governor group data names, where cpufreq exists."""
+
+from pyinfra import host
+from pyinfra.api import deploy
+from pyinfra.operations import files, systemd
+
+from llmfleet.facts import SysfsValues
+from llmfleet.settings import Settings
+from operations import template
+
+CPU0 = "/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor"
+UNIT = "llmfleet-cpu-governor.service"
+
+
+@deploy("cpu_governor")
+def configure(settings: Settings):
+    """Set `cpu_governor` on every CPU now and at every boot; say so where the host has no cpufreq."""
+    if settings.cpu_governor is None:
+        host.noop("cpu_governor: left alone (cpu_governor = None)")
+        return
+    if host.get_fact(SysfsValues, paths=[CPU0])[CPU0]["value"] is None:
+        host.noop(f"cpu_governor: not applied: this host exposes no cpufreq ({CPU0} is missing; "
+                  "VMs and containers usually have none)")
+        return
+    unit = files.template(name="boot unit sets the CPU governor", src=template("cpu_governor", UNIT + ".j2"),
+                          dest=f"/etc/systemd/system/{UNIT}", mode="644", governor=settings.cpu_governor)
+    if unit.will_change:
+        systemd.daemon_reload(name="systemd reads the governor unit")
+    systemd.service(name="governor unit enabled and run", service=UNIT, enabled=True, running=True,
+                    restarted=unit.will_change)

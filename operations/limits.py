@@ -1,0 +1,37 @@
+"""limits: the service account's open-file and locked-memory limits, for logins (limits.d) and
+for every systemd service (system.conf.d DefaultLimit*, since services ignore limits.d)."""
+
+from pyinfra.api import deploy
+from pyinfra.operations import files, server
+
+from llmfleet.settings import Settings
+from operations import template
+
+LIMITS_FILE = "/etc/security/limits.d/90-llmfleet.conf"
+SYSTEMD_FILE = "/etc/systemd/system.conf.d/90-llmfleet-limits.conf"
+
+
+def systemd_value(value) -> str:
+    return "infinity" if value == "unlimited" else str(value)
+
+
+@deploy("limits")
+def configure(settings: Settings):
+    """Create the service account if missing and set `limits_nofile` and `limits_memlock` for it."""
+    server.user(name="service account exists", user=settings.service_user, system=True,
+                shell="/usr/sbin/nologin", home=f"/var/lib/{settings.service_user}", create_home=True)
+    files.template(name="limits.d has the service account's limits", src=template("limits", "90-llmfleet.conf.j2"),
+                   dest=LIMITS_FILE, mode="644", settings=settings)
+    files.directory(name="system.conf.d exists", path="/etc/systemd/system.conf.d", mode="755")
+    manager = files.template(
+        name="systemd services get the same limits",
+        src=template("limits", "90-llmfleet-limits.conf.j2"),
+        dest=SYSTEMD_FILE,
+        mode="644",
+        nofile=systemd_value(settings.limits_nofile),
+        memlock=systemd_value(settings.limits_memlock),
+    )
+    if manager.will_change:
+        # The manager reads system.conf.d only when it (re-)executes; running services keep
+        # their limits until restarted.
+        server.shell(name="systemd re-executes to read its new default limits", commands=["systemctl daemon-reexec"])

@@ -1,0 +1,133 @@
+"""reboot: a host reboots only when it must, in batches of at most `reboot_max_unavailable`,
+stopping its serving units cleanly first, and comes back healthy before the roll goes on.
+
+Reasons to reboot: the running kernel command line differs from the deployed one (parameters
+missing, or a parameter llmfleet used to set still present), or a package left
+/run/reboot-required. The roll stops at the first host that does not come back (new boot id,
+systemd running, the expected kernel command line): the hosts after it are not rebooted.
+"""
+
+from __future__ import annotations
+
+import shlex
+import time
+
+from pyinfra import host, logger
+from pyinfra.api import FunctionCommand, StringCommand, deploy, operation
+
+from llmfleet.facts import BootState, IsContainer
+from llmfleet.settings import Settings
+from operations import kernel_cmdline
+
+# One roll per pyinfra run, shared by the hosts' greenlets: set when a host fails to come back.
+_ROLL: dict[str, str | None] = {"stopped_by": None}
+_BOOT_IDS: dict[str, str] = {}
+
+
+def reasons(settings: Settings) -> list[str]:
+    """Why this host needs a reboot now (empty: it does not)."""
+    boot = host.get_fact(BootState)
+    why = []
+    if not host.get_fact(IsContainer):
+        want = kernel_cmdline.tokens(settings.kernel_cmdline)
+        missing = [t for t in want if t not in boot["cmdline"]]
+        stale = [t for t in kernel_cmdline.deployed_tokens() if t not in want and t in boot["cmdline"]]
+        if missing:
+            why.append(f"the running kernel command line lacks {' '.join(missing)}")
+        if stale:
+            why.append(f"the running kernel command line still has {' '.join(stale)}")
+    if boot["reboot_required"]:
+        why.append("/run/reboot-required exists (a package asked for a reboot)")
+    return why
+
+
+def _run(h, command: str) -> tuple[bool, str]:
+    ok, output = h.run_shell_command(StringCommand(command), _sudo=True)
+    return ok, output.stdout.strip()
+
+
+def _gate(state, h) -> bool:
+    if _ROLL["stopped_by"]:
+        h.log_styled(f"not rebooted: the roll stopped after {_ROLL['stopped_by']}", fg="red", log_func=logger.error)
+        return False
+    return True
+
+
+def _record_boot_id(state, h) -> bool:
+    ok, boot_id = _run(h, "cat /proc/sys/kernel/random/boot_id")
+    _BOOT_IDS[h.name] = boot_id
+    return ok
+
+
+def _stop_roll(h, why: str) -> bool:
+    _ROLL["stopped_by"] = f"{h.name} {why}"
+    h.log_styled(f"reboot failed: {why}; stopping the roll", fg="red", log_func=logger.error)
+    return False
+
+
+def _wait_back(state, h, expect_tokens: list[str], timeout_s: int) -> bool:
+    """Wait for a new boot id over SSH, systemd up, and the expected kernel command line."""
+    try:
+        time.sleep(3)
+        h.disconnect()
+        deadline = time.monotonic() + timeout_s
+        while True:
+            h.connect(show_errors=False)
+            if h.connected:
+                ok, boot_id = _run(h, "cat /proc/sys/kernel/random/boot_id")
+                if ok and boot_id and boot_id != _BOOT_IDS.get(h.name):
+                    break
+                h.disconnect()
+            if time.monotonic() > deadline:
+                return _stop_roll(h, f"did not come back within {timeout_s}s (reboot_timeout_s)")
+            time.sleep(2)
+        left = max(10, int(deadline - time.monotonic()))
+        _, system = _run(h, f"timeout {left} systemctl is-system-running --wait || true")
+        if system != "running":
+            _, failed = _run(h, "systemctl --failed --no-legend --plain | cut -d' ' -f1 | xargs")
+            return _stop_roll(h, f"came back {system or 'unknown'} (failed units: {failed or 'none'})")
+        _, cmdline = _run(h, "cat /proc/cmdline")
+        missing = [t for t in expect_tokens if t not in cmdline.split()]
+        if missing:
+            return _stop_roll(h, f"came back without {' '.join(missing)} on its kernel command line")
+        h.log_styled("rebooted and healthy", fg="green", log_func=logger.info)
+        return True
+    except Exception as exc:  # noqa: BLE001 - pyinfra would log and carry on; the roll must stop
+        return _stop_roll(h, f"could not be checked after its reboot ({exc})")
+
+
+@operation(is_idempotent=False)
+def rebooted(reasons: list[str], expect_tokens: list[str], stop_units: list[str], timeout_s: int):
+    """
+    Reboot the host and confirm it came back healthy.
+
+    + reasons: why the host reboots (shown in the output)
+    + expect_tokens: kernel command line tokens the host must boot with
+    + stop_units: systemd units stopped cleanly first, where active
+    + timeout_s: how long the host may take to come back
+    """
+    yield FunctionCommand(_gate, (), {})
+    for unit in stop_units:
+        quoted = shlex.quote(unit)
+        yield StringCommand(f"if systemctl is-active --quiet {quoted}; then systemctl stop {quoted}; fi")
+    yield FunctionCommand(_record_boot_id, (), {})
+    yield StringCommand("( sleep 1 && systemctl reboot ) </dev/null >/dev/null 2>&1 &")
+    yield FunctionCommand(_wait_back, (expect_tokens, timeout_s), {})
+
+
+@deploy("reboot")
+def reboot_if_needed(settings: Settings):
+    """Reboot the host if `reasons()` finds any, at most `reboot_max_unavailable` hosts at a time."""
+    why = reasons(settings)
+    if not why:
+        host.noop("reboot: not needed (running kernel command line as deployed, no reboot requested)")
+        return
+    expect = [] if host.get_fact(IsContainer) else kernel_cmdline.tokens(settings.kernel_cmdline)
+    rebooted(
+        name="reboot: " + "; ".join(why),
+        reasons=why,
+        expect_tokens=expect,
+        stop_units=list(settings.reboot_stop_units),
+        timeout_s=settings.reboot_timeout_s,
+        _parallel=settings.reboot_max_unavailable,
+    )

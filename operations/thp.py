@@ -1,0 +1,31 @@
+"""thp: transparent huge pages are set as group data says, now and at every boot."""
+
+from pyinfra.api import deploy
+from pyinfra.operations import files, systemd
+
+from llmfleet.settings import Settings
+from operations import sysfs, template
+
+ENABLED = "/sys/kernel/mm/transparent_hugepage/enabled"
+DEFRAG = "/sys/kernel/mm/transparent_hugepage/defrag"
+UNIT = "llmfleet-thp.service"
+
+
+@deploy("thp")
+def configure(settings: Settings):
+    """Set `thp_enabled` and `thp_defrag` in sysfs and install a boot unit that sets them again."""
+    unit = files.template(
+        name="boot unit sets transparent huge pages",
+        src=template("thp", UNIT + ".j2"),
+        dest=f"/etc/systemd/system/{UNIT}",
+        mode="644",
+        enabled=settings.thp_enabled,
+        defrag=settings.thp_defrag,
+        enabled_path=ENABLED,
+        defrag_path=DEFRAG,
+    )
+    if unit.will_change:
+        systemd.daemon_reload(name="systemd reads the thp unit")
+    systemd.service(name="thp unit enabled at boot", service=UNIT, enabled=True)
+    sysfs.value(name="thp enabled now", path=ENABLED, wanted=settings.thp_enabled, label="thp_enabled")
+    sysfs.value(name="thp defrag now", path=DEFRAG, wanted=settings.thp_defrag, label="thp_defrag")
