@@ -74,3 +74,15 @@ def read_files(host, *paths: str) -> dict[str, str | None]:
 def expect(host_name: str, setting: str, expected, actual) -> None:
     """Assert with a message that names host, setting, expected and actual."""
     assert actual == expected, f"{host_name}: {setting}: expected {expected!r}, actual {actual!r}"
+
+
+@pytest.fixture(scope="module")
+def is_container(host) -> bool:
+    """A container host shares the kernel of the machine it runs on: kernel-level settings
+    (command line, THP, module loading, most sysctls) are not its own, and the checks of them
+    report a skip with that reason there, never a pass."""
+    out = host.run("systemd-detect-virt --container").stdout.strip()
+    return out not in ("", "none")
+
+
+CONTAINER_SKIP = "container host: shares the machine's kernel, so {what} is the VM/bare-metal host's to prove"

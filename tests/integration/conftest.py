@@ -67,6 +67,26 @@ class Lab:
                    f"--hosts={self.testinfra_hosts()}", check=check)
 
 
+def boot_ids() -> dict[str, str]:
+    """Each lab host's boot id (changes with every boot, containers included)."""
+    return {name: lab_ssh(name, "cat /proc/sys/kernel/random/boot_id").stdout.strip() for name in state()["hosts"]}
+
+
+@dataclass
+class Deployed:
+    output: str
+    boots_before: dict[str, str]
+    boots_after: dict[str, str]
+
+
+@pytest.fixture(scope="session")
+def deployed(lab) -> Deployed:
+    """The first deploy of the whole baseline onto the fresh lab (shared by the tests)."""
+    before = boot_ids()
+    proc = lab.deploy("-y")
+    return Deployed(output=proc.stdout + proc.stderr, boots_before=before, boots_after=boot_ids())
+
+
 @pytest.fixture(scope="session")
 def lab() -> Lab:
     if os.geteuid() != 0:

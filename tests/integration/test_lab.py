@@ -68,13 +68,12 @@ def test_pyinfra_answers_from_every_host_and_the_vm_has_its_own_kernel(lab):
     assert kernels["lab-vm1"] != machine
 
 
-def test_deploy_then_verify_passes(lab):
-    lab.deploy("-y")
+def test_deploy_then_verify_passes(lab, deployed):
     result = lab.verify()
     assert " passed" in result.stdout and "failed" not in result.stdout
 
 
-def test_second_deploy_changes_nothing(lab):
+def test_second_deploy_changes_nothing(lab, deployed):
     plan = json.loads(lab.deploy("--dry", "--json").stdout)["plan"]
     assert plan, "the dry run planned no operation at all"
     changing = {p["name"]: p["hosts_with_change"] + p["hosts_with_conditional_change"]
@@ -82,7 +81,7 @@ def test_second_deploy_changes_nothing(lab):
     assert changing == {}
 
 
-def test_verify_names_a_broken_host_and_deploy_repairs_it(lab):
+def test_verify_names_a_broken_host_and_deploy_repairs_it(lab, deployed):
     lab_ssh("lab-c2", "sudo sed -i 's/no-index = true/no-index = false/' /etc/pip.conf")
     broken = lab.verify(check=False)
     assert broken.returncode == 1, broken.stdout
@@ -118,7 +117,7 @@ def test_lab_ntp_server_answers_hosts(lab):
         assert offset < 5, f"{name}: lab NTP server time differs by {offset}s"
 
 
-def test_wheel_mirror_serves_pip_on_hosts(lab):
+def test_wheel_mirror_serves_pip_on_hosts(lab, deployed):
     llmfleet("lab", "wheels", "six==1.16.0", timeout=600)
     out = lab_ssh("lab-c1", "rm -rf /tmp/v && python3 -m venv /tmp/v && /tmp/v/bin/pip install six==1.16.0"
                   " && /tmp/v/bin/python -c 'import six; print(six.__version__)'", timeout=600)

@@ -1,0 +1,140 @@
+"""The host baseline on the lab: deployed, verified, broken by hand and repaired, reboots rolled."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+
+from conftest import BIN, boot_ids, lab_ssh, run, state
+
+CONTAINERS = ["lab-c1", "lab-c2", "lab-c3"]
+
+
+def test_first_deploy_reboots_only_the_host_whose_command_line_changed(deployed):
+    changed = {n for n in deployed.boots_before if deployed.boots_before[n] != deployed.boots_after[n]}
+    assert changed == {"lab-vm1"}, deployed.output[-3000:]
+    assert "reboot: the running kernel command line lacks transparent_hugepage=never" in deployed.output
+    cmdline = lab_ssh("lab-vm1", "cat /proc/cmdline").stdout.split()
+    assert "transparent_hugepage=never" in cmdline
+    thp = lab_ssh("lab-vm1", "cat /sys/kernel/mm/transparent_hugepage/enabled").stdout
+    assert "[never]" in thp
+
+
+# Each component broken by hand on one host: (component, host, command, text the failure must show).
+BREAKS = [
+    ("kernel_cmdline", "lab-vm1", "sudo rm /etc/default/grub.d/90-llmfleet.cfg",
+     "lab-vm1: kernel_cmdline (next boot, /etc/default/grub.d/90-llmfleet.cfg): "
+     "expected ['transparent_hugepage=never'], actual []"),
+    ("thp", "lab-vm1", "echo always | sudo tee /sys/kernel/mm/transparent_hugepage/enabled",
+     "lab-vm1: thp_enabled (/sys/kernel/mm/transparent_hugepage/enabled): expected 'never', actual 'always'"),
+    ("limits", "lab-c1", "sudo sed -i 's/nofile 65536/nofile 1024/' /etc/security/limits.d/90-llmfleet.conf",
+     "lab-c1: limits_nofile/limits_memlock for vllm (/etc/security/limits.d/90-llmfleet.conf): expected"),
+    ("sysctls", "lab-c2", "sudo sysctl -w net.core.somaxconn=128",
+     "lab-c2: sysctls in force (expected, actual): expected {}, actual {'net.core.somaxconn': ('4096', '128')}"),
+    ("chrony", "lab-c3", "sudo systemctl stop chrony",
+     "lab-c3: chrony service: expected 'active', actual 'inactive'"),
+    ("kernel_modules", "lab-vm1", "sudo rm /etc/modprobe.d/90-llmfleet-blacklist.conf && sudo modprobe ib_uverbs",
+     "lab-vm1: kernel_modules_blacklist loaded: expected [], actual ['ib_uverbs']"),
+]
+
+
+def test_every_component_broken_by_hand_is_named_then_repaired(lab, deployed):
+    for _, host, command, _ in BREAKS:
+        lab_ssh(host, command)
+    broken = lab.verify(check=False)
+    assert broken.returncode == 1
+    failed = [ln for ln in broken.stdout.splitlines() if ln.startswith("FAILED")]
+    for component, host, _, message in BREAKS:
+        assert message in broken.stdout, f"{component}: {message!r} not in verify output:\n{broken.stdout[-4000:]}"
+        assert any(f"test_{component}" in ln and host in ln for ln in failed), (component, failed)
+    # exactly the broken (component, host) pairs fail, nothing else
+    assert len(failed) == len(BREAKS) + 1, failed  # kernel_modules fails twice: file and loaded module
+    lab.deploy("-y")
+    lab.verify()
+
+
+def _watch_ssh(addresses: dict[str, str], stop: threading.Event, record: list) -> None:
+    """Record, every 0.1 s, which hosts do not accept a TCP connection on port 22."""
+    while not stop.is_set():
+        down = set()
+        for name, addr in addresses.items():
+            try:
+                socket.create_connection((addr, 22), timeout=0.3).close()
+            except OSError:
+                down.add(name)
+        record.append(down)
+        time.sleep(0.1)
+
+
+def _deploy_watched(lab, *extra: str):
+    addresses = {n: h["address"] for n, h in state()["hosts"].items()}
+    stop, record = threading.Event(), []
+    watcher = threading.Thread(target=_watch_ssh, args=(addresses, stop, record))
+    watcher.start()
+    try:
+        proc = run(str(BIN / "pyinfra"), "inventories/lab.py", "deploy.py", "-y", *extra, check=False)
+    finally:
+        stop.set()
+        watcher.join()
+    return proc, max((len(d) for d in record), default=0)
+
+
+def test_reboots_roll_in_batches_of_max_unavailable(lab, deployed):
+    for name in CONTAINERS:
+        lab_ssh(name, "sudo touch /run/reboot-required")
+    before = boot_ids()
+    proc, most_down = _deploy_watched(lab, "--data", "reboot_max_unavailable=2")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    after = boot_ids()
+    assert {n for n in before if before[n] != after[n]} == set(CONTAINERS)
+    assert 1 <= most_down <= 2, f"{most_down} hosts were down at once (reboot_max_unavailable=2)"
+    # nothing left to reboot: the next plan has no reboot
+    again = run(str(BIN / "pyinfra"), "inventories/lab.py", "deploy.py", "--dry")
+    assert "reboot: /run/reboot-required" not in again.stdout + again.stderr
+
+
+def test_roll_stops_at_a_host_that_does_not_come_back_healthy(lab, deployed):
+    unit = "[Unit]\\nDescription=fails at boot\\n[Service]\\nType=oneshot\\nExecStart=/bin/false\\n" \
+           "[Install]\\nWantedBy=multi-user.target\\n"
+    lab_ssh("lab-c1", f"printf '{unit}' | sudo tee /etc/systemd/system/broken-at-boot.service >/dev/null"
+                      " && sudo systemctl enable broken-at-boot.service")
+    for name in CONTAINERS:
+        lab_ssh(name, "sudo touch /run/reboot-required")
+    before = boot_ids()
+    try:
+        proc, most_down = _deploy_watched(lab, "--data", "reboot_max_unavailable=1")
+        out = proc.stdout + proc.stderr
+        after = boot_ids()
+        assert proc.returncode == 1
+        assert "came back degraded (failed units: broken-at-boot.service); stopping the roll" in out
+        assert "not rebooted: the roll stopped after lab-c1 came back degraded" in out
+        assert before["lab-c1"] != after["lab-c1"]
+        assert before["lab-c2"] == after["lab-c2"] and before["lab-c3"] == after["lab-c3"]
+        assert most_down <= 1
+    finally:
+        lab_ssh("lab-c1", "sudo systemctl disable broken-at-boot.service; sudo rm -f "
+                          "/etc/systemd/system/broken-at-boot.service; sudo systemctl reset-failed")
+        for name in ("lab-c2", "lab-c3"):
+            lab_ssh(name, "sudo rm -f /run/reboot-required")
+
+
+def _refused(lab, *data: str):
+    proc = run(str(BIN / "pyinfra"), "inventories/lab.py", "deploy.py", "-y", *data, check=False)
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def test_bad_input_is_refused_before_any_host_changes(lab, deployed):
+    cases = [
+        (["--data", 'sysctls={"vm.no_such_knob": 1}'],
+         "sysctls.vm.no_such_knob = 1: this host's kernel has no such sysctl (/proc/sys/vm/no_such_knob is missing)"),
+        (["--data", "base_pakages=[]"], "unknown setting 'base_pakages' = []: did you mean 'base_packages'?"),
+        (["--data", 'kernel_cmdline={"quiet;reboot": null}'], "kernel_cmdline.quiet;reboot = 'quiet;reboot'"),
+        (["--data", "limits_nofile=lots"], "limits_nofile = 'lots': Input should be a valid integer"),
+        (["--data", "chrony_servers=[]"], "chrony_servers = []: List should have at least 1 item"),
+    ]
+    for data, message in cases:
+        code, out = _refused(lab, *data)
+        assert code == 1 and message in out, (data, out[-2000:])
+        assert "host lab-" in out
+        assert "--> Starting operation" not in out, f"{data}: an operation ran despite bad input"

@@ -1,0 +1,19 @@
+"""chrony: running, using the configured servers, synchronised within the offset limit."""
+
+from conftest import expect, read_files
+
+
+def test_chrony_synchronised(host, host_name, settings):
+    conf = read_files(host, "/etc/chrony/chrony.conf")["/etc/chrony/chrony.conf"] or ""
+    servers = [ln.split()[1] for ln in conf.splitlines() if ln.startswith("server ")]
+    expect(host_name, "chrony_servers (/etc/chrony/chrony.conf)", list(settings.chrony_servers), servers)
+    expect(host_name, "chrony service", "active", host.run("systemctl is-active chrony").stdout.strip())
+    # chrony polls a new server within seconds (iburst); allow it that long to select a source
+    tracking = host.run("chronyc waitsync 30 0 0 1 >/dev/null; chronyc -n tracking").stdout
+    fields = {k.strip(): v.strip() for k, v in (ln.split(":", 1) for ln in tracking.splitlines() if ":" in ln)}
+    expect(host_name, "chrony leap status (synchronised)", "Normal", fields.get("Leap status"))
+    seconds, _, direction = fields.get("System time", "nan seconds").partition(" seconds ")
+    offset_ms = abs(float(seconds)) * 1000
+    assert offset_ms <= settings.chrony_max_offset_ms, (
+        f"{host_name}: chrony offset: expected <= {settings.chrony_max_offset_ms} ms (chrony_max_offset_ms), "
+        f"actual {offset_ms:.3f} ms {direction}")

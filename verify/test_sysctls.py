@@ -1,0 +1,41 @@
+"""sysctls: persisted in the drop-in, and in force where the host's kernel is its own to set."""
+
+import json
+
+import pytest
+from conftest import expect, read_files
+
+DROPIN = "/etc/sysctl.d/90-llmfleet.conf"
+
+
+def proc_path(name: str) -> str:
+    return "/proc/sys/" + name.replace(".", "/")
+
+
+def test_sysctls_persisted(host, host_name, settings):
+    text = read_files(host, DROPIN)[DROPIN] or ""
+    got = {k.strip(): " ".join(v.split()) for k, v in (ln.split("=", 1) for ln in text.splitlines()
+                                                      if "=" in ln and not ln.startswith("#"))}
+    want = {k: " ".join(str(v).split()) for k, v in settings.sysctls.items()}
+    expect(host_name, f"sysctls ({DROPIN})", want, {k: got.get(k) for k in want})
+
+
+def test_sysctls_in_force(host, host_name, settings):
+    paths = [proc_path(k) for k in settings.sysctls]
+    script = ("import json,os,sys\nprint(json.dumps({p: [open(p).read().strip() if os.path.exists(p) else None,"
+              " os.access(p, os.W_OK)] for p in sys.argv[1:]}))")
+    state = json.loads(host.check_output("python3 -c %s" + " %s" * len(paths), script, *paths))
+    wrong, not_settable = {}, []
+    for name, value in settings.sysctls.items():
+        current, writable = state[proc_path(name)]
+        want = " ".join(str(value).split())
+        have = " ".join((current or "").split())
+        if have != want:
+            if writable:
+                wrong[name] = (want, have)
+            else:
+                not_settable.append(f"{name} (is {have}, want {want})")
+    expect(host_name, "sysctls in force (expected, actual)", {}, wrong)
+    if not_settable:
+        pytest.skip(f"container host: these sysctls belong to the machine's kernel and are read-only here: "
+                    f"{', '.join(sorted(not_settable))}")
