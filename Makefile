@@ -8,7 +8,7 @@ SYSDEPS   := systemd-container mmdebstrap openssh-client iproute2 chrony apt-cac
              qemu-system-x86 qemu-utils e2fsprogs
 DEMO_HOSTS ?= 3
 
-.PHONY: demo test unit integration sysdeps venv lint lab-down clean
+.PHONY: demo test unit integration sysdeps venv lint lab-down
 
 sysdeps:
 	@missing=$$(for p in $(SYSDEPS); do \
@@ -34,6 +34,8 @@ demo: sysdeps venv
 
 unit: venv
 	$(BIN)/pytest tests/unit -q -p no:cacheprovider
+	# pyinfra-style operation and fact tests: a process of their own (pyinfra_cli patches gevent in)
+	cd tests/ops && ../../$(BIN)/pytest -q -p no:cacheprovider .
 
 integration: sysdeps venv
 	$(BIN)/pytest tests/integration -q -p no:cacheprovider

@@ -21,16 +21,23 @@ class Proc(BaseModel):
 
     def alive(self) -> bool:
         try:
-            cmdline = Path(f"/proc/{self.pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+            stat = Path(f"/proc/{self.pid}/stat").read_text()
         except OSError:
             return False
-        if self.marker not in cmdline:
+        if stat.rsplit(")", 1)[1].split()[0] in ("Z", "X"):
             return False
-        try:
-            stat = Path(f"/proc/{self.pid}/stat").read_text()
-            return stat.rsplit(")", 1)[1].split()[0] != "Z"
-        except (OSError, IndexError):
-            return False
+        # Right after exec the kernel can still show an empty command line for a moment (seen on
+        # these machines): wait for it rather than call a starting process dead.
+        raw = b""
+        for _ in range(100):
+            try:
+                raw = Path(f"/proc/{self.pid}/cmdline").read_bytes()
+            except OSError:
+                return False
+            if raw:
+                break
+            time.sleep(0.01)
+        return self.marker in raw.replace(b"\0", b" ").decode(errors="replace")
 
     def stop(self, sig: int = signal.SIGTERM, grace_s: float = 15.0) -> None:
         """Signal the process, wait up to grace_s, then kill its whole process group."""

@@ -138,3 +138,17 @@ def test_bad_input_is_refused_before_any_host_changes(lab, deployed):
         assert code == 1 and message in out, (data, out[-2000:])
         assert "host lab-" in out
         assert "--> Starting operation" not in out, f"{data}: an operation ran despite bad input"
+
+
+def test_preflight_fact_describes_each_host(lab, deployed):
+    import json
+
+    proc = run(str(BIN / "pyinfra"), "inventories/lab.py", "fact", "llmfleet.facts.Preflight", "--json")
+    facts = json.loads(proc.stdout)
+    assert set(facts) == {"lab-c1", "lab-c2", "lab-c3", "lab-vm1"}
+    for name, fact in facts.items():
+        assert (fact["os"], fact["os_version"]) == ("debian", "12"), name
+        assert fact["sockets"] >= 1 and fact["numa_nodes"] >= 1 and fact["cpus"] >= 1, (name, fact)
+    vm_devices = {(d["vendor"], d["device"]) for d in facts["lab-vm1"]["pci"]}
+    assert ("0x1af4", "0x1000") in vm_devices  # the VM's virtio network card
+    assert facts["lab-vm1"]["kernel"] != facts["lab-c1"]["kernel"]
