@@ -41,59 +41,60 @@ def reasons(settings: Settings) -> list[str]:
     return why
 
 
-def _run(h, command: str) -> tuple[bool, str]:
-    ok, output = h.run_shell_command(StringCommand(command), _sudo=True)
+# FunctionCommand passes (state, host) to functions whose first parameters have these names.
+def _run(host, command: str) -> tuple[bool, str]:
+    ok, output = host.run_shell_command(StringCommand(command), _sudo=True)
     return ok, output.stdout.strip()
 
 
-def _gate(state, h) -> bool:
+def _gate(state, host) -> bool:
     if _ROLL["stopped_by"]:
-        h.log_styled(f"not rebooted: the roll stopped after {_ROLL['stopped_by']}", fg="red", log_func=logger.error)
+        host.log_styled(f"not rebooted: the roll stopped after {_ROLL['stopped_by']}", fg="red", log_func=logger.error)
         return False
     return True
 
 
-def _record_boot_id(state, h) -> bool:
-    ok, boot_id = _run(h, "cat /proc/sys/kernel/random/boot_id")
-    _BOOT_IDS[h.name] = boot_id
+def _record_boot_id(state, host) -> bool:
+    ok, boot_id = _run(host, "cat /proc/sys/kernel/random/boot_id")
+    _BOOT_IDS[host.name] = boot_id
     return ok
 
 
-def _stop_roll(h, why: str) -> bool:
-    _ROLL["stopped_by"] = f"{h.name} {why}"
-    h.log_styled(f"reboot failed: {why}; stopping the roll", fg="red", log_func=logger.error)
+def _stop_roll(host, why: str) -> bool:
+    _ROLL["stopped_by"] = f"{host.name} {why}"
+    host.log_styled(f"reboot failed: {why}; stopping the roll", fg="red", log_func=logger.error)
     return False
 
 
-def _wait_back(state, h, expect_tokens: list[str], timeout_s: int) -> bool:
+def _wait_back(state, host, expect_tokens: list[str], timeout_s: int) -> bool:
     """Wait for a new boot id over SSH, systemd up, and the expected kernel command line."""
     try:
         time.sleep(3)
-        h.disconnect()
+        host.disconnect()
         deadline = time.monotonic() + timeout_s
         while True:
-            h.connect(show_errors=False)
-            if h.connected:
-                ok, boot_id = _run(h, "cat /proc/sys/kernel/random/boot_id")
-                if ok and boot_id and boot_id != _BOOT_IDS.get(h.name):
+            host.connect(show_errors=False)
+            if host.connected:
+                ok, boot_id = _run(host, "cat /proc/sys/kernel/random/boot_id")
+                if ok and boot_id and boot_id != _BOOT_IDS.get(host.name):
                     break
-                h.disconnect()
+                host.disconnect()
             if time.monotonic() > deadline:
-                return _stop_roll(h, f"did not come back within {timeout_s}s (reboot_timeout_s)")
+                return _stop_roll(host, f"did not come back within {timeout_s}s (reboot_timeout_s)")
             time.sleep(2)
         left = max(10, int(deadline - time.monotonic()))
-        _, system = _run(h, f"timeout {left} systemctl is-system-running --wait || true")
+        _, system = _run(host, f"timeout {left} systemctl is-system-running --wait || true")
         if system != "running":
-            _, failed = _run(h, "systemctl --failed --no-legend --plain | cut -d' ' -f1 | xargs")
-            return _stop_roll(h, f"came back {system or 'unknown'} (failed units: {failed or 'none'})")
-        _, cmdline = _run(h, "cat /proc/cmdline")
+            _, failed = _run(host, "systemctl --failed --no-legend --plain | cut -d' ' -f1 | xargs")
+            return _stop_roll(host, f"came back {system or 'unknown'} (failed units: {failed or 'none'})")
+        _, cmdline = _run(host, "cat /proc/cmdline")
         missing = [t for t in expect_tokens if t not in cmdline.split()]
         if missing:
-            return _stop_roll(h, f"came back without {' '.join(missing)} on its kernel command line")
-        h.log_styled("rebooted and healthy", fg="green", log_func=logger.info)
+            return _stop_roll(host, f"came back without {' '.join(missing)} on its kernel command line")
+        host.log_styled("rebooted and healthy", fg="green", log_func=logger.info)
         return True
     except Exception as exc:  # noqa: BLE001 - pyinfra would log and carry on; the roll must stop
-        return _stop_roll(h, f"could not be checked after its reboot ({exc})")
+        return _stop_roll(host, f"could not be checked after its reboot ({exc})")
 
 
 @operation(is_idempotent=False)

@@ -23,6 +23,8 @@ def test_first_deploy_reboots_only_the_host_whose_command_line_changed(deployed)
 
 # Each component broken by hand on one host: (component, host, command, text the failure must show).
 BREAKS = [
+    ("base_packages", "lab-c1", "sudo DEBIAN_FRONTEND=noninteractive apt-get remove -y -q numactl",
+     "lab-c1: base_packages: expected {'numactl': 'installed'"),
     ("kernel_cmdline", "lab-vm1", "sudo rm /etc/default/grub.d/90-llmfleet.cfg",
      "lab-vm1: kernel_cmdline (next boot, /etc/default/grub.d/90-llmfleet.cfg): "
      "expected ['transparent_hugepage=never'], actual []"),
