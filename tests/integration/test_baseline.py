@@ -32,8 +32,9 @@ BREAKS = [
      "lab-vm1: thp_enabled (/sys/kernel/mm/transparent_hugepage/enabled): expected 'never', actual 'always'"),
     ("limits", "lab-c1", "sudo sed -i 's/nofile 65536/nofile 1024/' /etc/security/limits.d/90-llmfleet.conf",
      "lab-c1: limits_nofile/limits_memlock for vllm (/etc/security/limits.d/90-llmfleet.conf): expected"),
-    ("sysctls", "lab-c2", "sudo sysctl -w net.core.somaxconn=128",
-     "lab-c2: sysctls in force (expected, actual): expected {}, actual {'net.core.somaxconn': ('4096', '128')}"),
+    # (a container's /proc/sys is read-only: sysctls are the VM's to break)
+    ("sysctls", "lab-vm1", "sudo sysctl -w vm.swappiness=60",
+     "lab-vm1: sysctls in force (expected, actual): expected {}, actual {'vm.swappiness': ('1', '60')}"),
     ("chrony", "lab-c3", "sudo systemctl stop chrony",
      "lab-c3: chrony service: expected 'active', actual 'inactive'"),
     ("kernel_modules", "lab-vm1", "sudo rm /etc/modprobe.d/90-llmfleet-blacklist.conf && sudo modprobe ib_uverbs",
