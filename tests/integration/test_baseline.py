@@ -98,28 +98,31 @@ def test_reboots_roll_in_batches_of_max_unavailable(lab, deployed):
 
 
 def test_roll_stops_at_a_host_that_does_not_come_back_healthy(lab, deployed):
+    """Every container would come back degraded; pyinfra orders a roll's batches as it likes, so
+    whichever host goes first fails and the roll must stop there: the others keep their boot."""
     unit = "[Unit]\\nDescription=fails at boot\\n[Service]\\nType=oneshot\\nExecStart=/bin/false\\n" \
            "[Install]\\nWantedBy=multi-user.target\\n"
-    lab_ssh("lab-c1", f"printf '{unit}' | sudo tee /etc/systemd/system/broken-at-boot.service >/dev/null"
-                      " && sudo systemctl enable broken-at-boot.service")
     for name in CONTAINERS:
-        lab_ssh(name, "sudo touch /run/reboot-required")
+        lab_ssh(name, f"printf '{unit}' | sudo tee /etc/systemd/system/broken-at-boot.service >/dev/null"
+                      " && sudo systemctl enable broken-at-boot.service && sudo touch /run/reboot-required")
     before = boot_ids()
     try:
         proc, most_down = _deploy_watched(lab, "--data", "reboot_max_unavailable=1")
         out = proc.stdout + proc.stderr
         after = boot_ids()
+        rebooted = [n for n in CONTAINERS if before[n] != after[n]]
         assert proc.returncode == 1
+        assert len(rebooted) == 1, f"the roll went on after a failure: {rebooted} rebooted"
+        first = rebooted[0]
         assert "came back degraded (failed units: broken-at-boot.service); stopping the roll" in out
-        assert "not rebooted: the roll stopped after lab-c1 came back degraded" in out
-        assert before["lab-c1"] != after["lab-c1"]
-        assert before["lab-c2"] == after["lab-c2"] and before["lab-c3"] == after["lab-c3"]
+        assert out.count(f"not rebooted: the roll stopped after {first} came back degraded") == 2, out[-3000:]
+        assert before["lab-vm1"] == after["lab-vm1"]
         assert most_down <= 1
     finally:
-        lab_ssh("lab-c1", "sudo systemctl disable broken-at-boot.service; sudo rm -f "
-                          "/etc/systemd/system/broken-at-boot.service; sudo systemctl reset-failed")
-        for name in ("lab-c2", "lab-c3"):
-            lab_ssh(name, "sudo rm -f /run/reboot-required")
+        for name in CONTAINERS:
+            lab_ssh(name, "sudo systemctl disable broken-at-boot.service; sudo rm -f /run/reboot-required "
+                          "/etc/systemd/system/broken-at-boot.service; sudo systemctl daemon-reload; "
+                          "sudo systemctl reset-failed")
 
 
 def _refused(lab, *data: str):
