@@ -55,7 +55,9 @@ kernel_cmdline = {
 # ---------------------------------------------------------------------------------------------
 # reboot: a host reboots only when it must (its running kernel command line differs from the
 # deployed one, or a package left /run/reboot-required); at most reboot_max_unavailable hosts
-# are down at once; the roll stops at the first host that does not come back healthy.
+# are down at once; the roll stops at the first host that does not come back healthy (new boot
+# id, systemd "running", the expected kernel command line), and later batches are not rebooted.
+# pyinfra forms the batches from its active hosts in an order of its own choosing.
 # ---------------------------------------------------------------------------------------------
 reboot_max_unavailable = 1
 # Seconds a host may take to come back (SSH answers with a new boot id and systemd is up).
