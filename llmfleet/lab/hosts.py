@@ -6,7 +6,6 @@ with a lab key and checked host keys.
 from __future__ import annotations
 
 import os
-import shlex
 import shutil
 import sys
 import time
@@ -189,7 +188,3 @@ def remove_host_files(d: Path) -> None:
         if is_mounted(d / "root"):
             raise LabError(f"{d / 'root'} is still mounted; unmount it by hand (umount -l) and retry")
         shutil.rmtree(d)
-
-
-def shell_quote(cmd: list[str]) -> str:
-    return shlex.join(cmd)
