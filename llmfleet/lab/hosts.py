@@ -97,7 +97,7 @@ def start_container(index: int, name: str, address: str, image: Image, paths: La
     args = [*SUPERVISE, "container", "--",
             "systemd-nspawn", "--boot", "--register=no", "--keep-unit", f"--machine={name}",
             "-D", str(root), f"--network-namespace-path=/run/netns/{netns}", "--console=read-only"]
-    proc = sh.spawn(args, _console(paths, name), marker=f"--machine={name} ")
+    proc = sh.spawn(args, _console(paths, name), marker=f"--machine={name} ", cwd=d)
     host = Host(name=name, kind="container", address=address, image=image.path.name, netns=netns,
                 link=veth, root=str(root), proc=proc)
     return host, host_key
@@ -130,7 +130,7 @@ def start_vm(index: int, name: str, address: str, image: Image, paths: LabPaths,
             "-netdev", f"tap,id=n0,ifname={tap},script=no,downscript=no",
             "-device", f"virtio-net-pci,netdev=n0,mac={mac},romfile=",
             "-serial", f"file:{_console(paths, name)}", "-display", "none", "-monitor", "none"]
-    proc = sh.spawn(args, d / "qemu.log", marker=f"-name {name} ")
+    proc = sh.spawn(args, d / "qemu.log", marker=f"-name {name} ", cwd=d)
     host = Host(name=name, kind="vm", address=address, image=image.path.name, link=tap, proc=proc)
     return host, host_key
 
@@ -174,6 +174,8 @@ def stop_host(h: Host, paths: LabPaths) -> None:
         # nspawn turns SIGTERM into a clean shutdown of the container's systemd; a lab VM is
         # disposable, so qemu is simply ended.
         h.proc.stop(grace_s=15 if h.kind == "container" else 2)
+    # a host process whose supervisor was killed lives on: find it by its folder
+    sh.kill_strays(host_dir(paths, h.name))
     if h.root:
         unmount(Path(h.root))
     if h.netns:

@@ -86,7 +86,8 @@ def recover(state: LabState | None, paths: LabPaths, log=print) -> LabState | No
     """Clean up what a killed run left behind: dead hosts and, without a state file, every
     namespace, link and mount that carries the lab's names."""
     if state is None:
-        leftovers = net.sweep()
+        leftovers = [f"process {pid}" for pid in sh.kill_strays(paths.state_dir)]
+        leftovers += net.sweep()
         if paths.hosts_dir.exists():
             for d in paths.hosts_dir.iterdir():
                 labhosts.remove_host_files(d)
@@ -175,6 +176,7 @@ def down(log=print) -> list[str]:
         if net.link_exists(BRIDGE):
             net.delete_link(BRIDGE)
             removed.append(f"bridge {BRIDGE}")
+        sh.kill_strays(paths.state_dir)
         removed += net.sweep()
         if paths.hosts_dir.exists():
             for d in paths.hosts_dir.iterdir():

@@ -123,7 +123,7 @@ def ensure_service(name: str, current: Service | None, address: str, subnet: str
     check_port_free(proto, address, port)
     args, marker = _command(name, address, subnet, paths)
     log = paths.services_dir / name / "log"
-    svc = Service(name=name, address=address, port=port, proc=sh.spawn(args, log, marker))
+    svc = Service(name=name, address=address, port=port, proc=sh.spawn(args, log, marker, cwd=log.parent))
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
         if healthy(name, svc):

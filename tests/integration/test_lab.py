@@ -12,6 +12,13 @@ from pathlib import Path
 from conftest import BIN, LAB_ENV, N_CONTAINERS, PREFIX, lab_ssh, llmfleet, run, state
 
 
+def _cmdline(proc: Path) -> bytes:
+    try:
+        return (proc / "cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
 def netns_names() -> list[str]:
     out = subprocess.run(["ip", "-j", "netns", "list"], capture_output=True, text=True).stdout.strip()
     return [e["name"] for e in json.loads(out)] if out else []
@@ -151,6 +158,11 @@ def test_crashed_host_is_reported_and_recovered(lab):
     assert after["lab-c3"] != pids["lab-c3"]
     assert {n: p for n, p in after.items() if n != "lab-c3"} == {n: p for n, p in pids.items() if n != "lab-c3"}
     assert lab_ssh("lab-c3", "systemctl is-system-running").stdout.strip() == "running"
+    # the old lab-c3 (its supervisor was killed, the container itself lived on) is gone: one
+    # systemd-nspawn for lab-c3 remains, the new one
+    nspawns = [p for p in Path("/proc").iterdir() if p.name.isdigit() and b"--machine=lab-c3\0" in
+               _cmdline(p) and _cmdline(p).startswith(b"systemd-nspawn")]
+    assert len(nspawns) == 1
 
 
 def test_not_root_is_refused_clearly(lab):

@@ -16,8 +16,15 @@ def test_down_leaves_nothing_behind(lab):
     links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
     assert f"{PREFIX}-" not in netns and f"{PREFIX}-" not in links
     assert lab_dir not in Path("/proc/self/mounts").read_text()
-    ps = subprocess.run(["ps", "-eo", "pid,stat,args"], capture_output=True, text=True).stdout
-    leftovers = [ln for ln in ps.splitlines() if lab_dir in ln and " Z" not in ln]
+    # (ps cuts lines at 80 columns when its output is not a terminal: read /proc instead)
+    leftovers = []
+    for entry in Path("/proc").iterdir():
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if entry.name.isdigit() and lab_dir in cmdline:
+            leftovers.append(f"{entry.name}: {cmdline}")
     assert leftovers == []
     for pid in pids:
         assert not Path(f"/proc/{pid}/cmdline").exists() or b"nspawn" not in Path(f"/proc/{pid}/cmdline").read_bytes()
