@@ -45,7 +45,7 @@ def locked(paths: LabPaths):
 def host_status(h: Host) -> str:
     if h.proc is None or not h.proc.alive():
         return "stopped"
-    return "running" if services._tcp_open(h.address, h.ssh_port) else "booting"
+    return "running" if services.tcp_open(h.address, h.ssh_port) else "booting"
 
 
 def write_ssh_files(state: LabState, host_keys: dict[str, str], paths: LabPaths) -> None:

@@ -58,7 +58,7 @@ def ntp_query(address: str, port: int = NTP_PORT, timeout: float = 1.0) -> float
     return seconds - 2208988800 + fraction / 2**32
 
 
-def _tcp_open(address: str, port: int) -> bool:
+def tcp_open(address: str, port: int) -> bool:
     try:
         with socket.create_connection((address, port), timeout=0.5):
             return True
@@ -75,7 +75,7 @@ def healthy(name: str, svc: Service) -> bool:
             return True
         except OSError:
             return False
-    return _tcp_open(svc.address, svc.port)
+    return tcp_open(svc.address, svc.port)
 
 
 def _command(name: str, address: str, subnet: str, paths: LabPaths) -> tuple[list[str], str]:
