@@ -8,7 +8,7 @@ SYSDEPS   := systemd-container mmdebstrap openssh-client iproute2 chrony apt-cac
              qemu-system-x86 qemu-utils e2fsprogs
 DEMO_HOSTS ?= 3
 
-.PHONY: demo test unit integration sysdeps venv lint lab-down
+.PHONY: demo test unit integration sysdeps venv lint lab-down verify-device device-wheels
 
 sysdeps:
 	@missing=$$(for p in $(SYSDEPS); do \
@@ -47,3 +47,22 @@ lint: venv
 
 lab-down: venv
 	$(BIN)/llmfleet lab down
+
+# The GPU checks of verify/ on a machine with an NVIDIA GPU, checked from itself (testinfra's
+# local backend, pyinfra's @local), with inventories/device.py's data. Read-only. On the lent H200:
+#   make device-wheels        (here: what its python3 lacks, into .whl/)
+#   python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl && \
+#     PYTHONPATH=/tmp/site make verify-device [DATA='--data gpu_profile=v100_sxm2_32gb_x8 ...']
+GPU_VERIFY := verify/test_gpu_health.py verify/test_nvidia_driver.py verify/test_nvidia_persistence.py \
+              verify/test_gpu_clocks.py
+DEVICE_PY  ?= python3
+verify-device:
+	$(DEVICE_PY) -m pytest $(GPU_VERIFY) -p no:cacheprovider -q -rfE --hosts=local:// \
+	  --inventory inventories/device.py $(DATA)
+
+device-wheels: venv
+	rm -rf .whl && $(BIN)/pip download -q -d .whl --only-binary=:all: --python-version 3.12 \
+	  --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 \
+	  --platform manylinux_2_26_x86_64 --platform manylinux_2_24_x86_64 --platform manylinux_2_17_x86_64 \
+	  --platform manylinux2014_x86_64 --platform manylinux1_x86_64 \
+	  pyinfra==3.10.0 pytest-testinfra==10.2.2 pydantic

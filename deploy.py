@@ -13,10 +13,14 @@ from operations import (
                         base_packages,
                         chrony,
                         cpu_governor,
+                        cuda_toolkit,
+                        gpu_clocks,
                         kernel_cmdline,
                         kernel_modules,
                         limits,
                         mirrors,
+                        nvidia_driver,
+                        nvidia_persistence,
                         reboot,
                         sysctls,
                         thp,
@@ -34,4 +38,12 @@ sysctls.configure(settings)
 chrony.configure(settings)
 kernel_modules.configure(settings)
 cpu_governor.configure(settings)
-reboot.reboot_if_needed(settings)
+
+# GPU stack (does nothing, visibly, on a host without an NVIDIA GPU)
+driver_reboot = nvidia_driver.install(settings)
+cuda_toolkit.install(settings)
+nvidia_persistence.configure(settings)
+gpu_clocks.configure(settings)
+
+# one reboot, if the kernel command line or the driver needs it
+reboot.reboot_if_needed(settings, also=driver_reboot)

@@ -107,3 +107,133 @@ chrony_max_offset_ms = 50.0
 # ["ib_uverbs", "rdma_ucm"]. Empty by default: a fleet with InfiniBand must not lose it.
 # ---------------------------------------------------------------------------------------------
 kernel_modules_blacklist = []
+
+# ---------------------------------------------------------------------------------------------
+# GPU profiles: what a host's GPUs must look like. The verify suite checks every field on the
+# host (NVML); the deploy's guardrails check the driver, CUDA, clocks and vLLM settings against
+# the profile before any host is touched. Fields:
+#   model_name          NVML's device name
+#   pci_device_id       PCI device id (vendor 0x10de)
+#   count               GPUs per host
+#   memory_mib          nominal memory per GPU; verify accepts 97-101 % of it (the driver reserves some)
+#   pcie_gen, pcie_width  the link the GPU must train to (an x8 slot or a Gen1 fallback fails verify)
+#   nvlink_links        NVLink links up per GPU (0: none, a PCIe board)
+#   compute_capability  e.g. 7.0 for Volta (sm_70)
+#   kernel_modules      driver kernel-module flavours the GPU can use, preferred first
+#   driver_branch_min/max  driver branches that support the GPU (max None: no known end)
+#   cuda_max_major      newest CUDA major version that builds for it (None: no known end)
+#   memory_errors       "page_retirement" (up to Volta) or "row_remapping" (A100 and newer)
+#   supported_clocks    memory MHz -> [lowest, highest] graphics MHz (nvidia-smi -q -d SUPPORTED_CLOCKS)
+#   app_clocks          the application clocks to apply (memory first, as nvidia-smi -ac takes them)
+# ---------------------------------------------------------------------------------------------
+gpu_profiles = {
+    "v100_sxm2_32gb_x8": {
+        "model_name": "Tesla V100-SXM2-32GB",
+        "pci_device_id": "0x1db5",  # pci.ids
+        "count": 8,
+        "memory_mib": 32768,  # 32 GiB HBM2 (not GDDR5X, as the design notes said)
+        "pcie_gen": 3,
+        "pcie_width": 16,
+        # 6 NVLink 2.0 links per V100 SXM2; an 8-GPU board wires them as a hybrid cube-mesh
+        # (not every pair linked, every link used) -- DGX-1 documentation
+        "nvlink_links": 6,
+        "compute_capability": 7.0,
+        # open kernel modules do not support Volta (NVIDIA driver installation guide)
+        "kernel_modules": ["proprietary"],
+        "driver_branch_min": 384,
+        "driver_branch_max": 580,  # R580 is the last branch for Volta (NVIDIA driver/architecture matrix)
+        "cuda_max_major": 12,  # CUDA 13 dropped Volta
+        "memory_errors": "page_retirement",
+        # HBM2 runs at 877 MHz only; default application clocks 877/1290, max 877/1530
+        # (nvidia-smi -q output in NVIDIA/nvidia-docker#1076)
+        "supported_clocks": {877: [135, 1530]},
+        "app_clocks": {"memory": 877, "graphics": 1530},
+        "source": "../shared/facts/v100-vllm.md",
+    },
+    "v100_pcie_32gb_x8": {
+        "model_name": "Tesla V100-PCIE-32GB",
+        "pci_device_id": "0x1db6",  # pci.ids
+        "count": 8,
+        "memory_mib": 32768,
+        "pcie_gen": 3,
+        "pcie_width": 16,
+        "nvlink_links": 0,  # PCIe boards have no NVLink
+        "compute_capability": 7.0,
+        "kernel_modules": ["proprietary"],
+        "driver_branch_min": 384,
+        "driver_branch_max": 580,
+        "cuda_max_major": 12,
+        "memory_errors": "page_retirement",
+        # default 877/1230, max 877/1380 (nvidia-smi -q logs; unverified against a datasheet)
+        "supported_clocks": {877: [135, 1380]},
+        "app_clocks": {"memory": 877, "graphics": 1380},
+        "source": "../shared/facts/v100-vllm.md",
+    },
+    # The H200 the `device` tool lends for testing: one GPU passed through to a VM, so NVLink is
+    # not exposed (NVML: Not Supported) and the count is 1. Every value read there with NVML
+    # on 2026-11-29 (driver 580.159.04, open kernel module).
+    "h200_141gb_x1": {
+        "model_name": "NVIDIA H200",
+        "pci_device_id": "0x2335",
+        "count": 1,
+        "memory_mib": 144384,  # 141 GiB HBM3e; NVML reports 143771 MiB
+        "pcie_gen": 5,
+        "pcie_width": 16,
+        "nvlink_links": 0,
+        "compute_capability": 9.0,
+        "kernel_modules": ["open", "proprietary"],  # NVIDIA recommends open from Turing on
+        "driver_branch_min": 550,
+        "driver_branch_max": None,
+        "cuda_max_major": None,
+        "memory_errors": "row_remapping",
+        "supported_clocks": {3201: [345, 1980], 2201: [345, 1980]},
+        "app_clocks": {"memory": 3201, "graphics": 1980},
+        "source": "NVML on the lent H200, 2026-11-29",
+    },
+}
+# The profile of this host's GPUs (a key of gpu_profiles). None: a host without GPUs; the NVIDIA
+# components then do nothing and say so, and the GPU checks of verify report skips.
+gpu_profile = "v100_sxm2_32gb_x8"
+
+# ---------------------------------------------------------------------------------------------
+# nvidia_driver: the driver from NVIDIA's CUDA repository (Ubuntu 20.04/22.04/24.04, Debian 12),
+# the exact version pinned (apt preferences) and held (apt-mark hold: unattended-upgrades leave
+# it alone), nouveau blacklisted, DKMS built for the running kernel. A host whose loaded module
+# differs from the installed driver is rebooted through the reboot roll above.
+# ---------------------------------------------------------------------------------------------
+# The repository root; the distribution folder (ubuntu2204, debian12, ...) is appended. An
+# internal mirror of it works the same.
+nvidia_repo_url = "https://developer.download.nvidia.com/compute/cuda/repos"
+# The exact driver version (branch R580 is the last for Volta).
+nvidia_driver_version = "580.95.05"
+# "proprietary" (Volta needs it) or "open" (Turing and newer).
+nvidia_kernel_modules = "proprietary"
+
+# cuda_toolkit: the CUDA toolkit version (major.minor), pinned by package name (cuda-toolkit-12-9).
+cuda_toolkit_version = "12.9"
+
+# gpu_clocks: application clocks applied at every boot by llmfleet-gpu-clocks.service (after
+# nvidia-persistenced). None: the profile's app_clocks. {"memory": 877, "graphics": 1530} form.
+gpu_app_clocks = None
+
+# ---------------------------------------------------------------------------------------------
+# vLLM: what the GPU guardrails check (the service itself is configured in its own component).
+# ---------------------------------------------------------------------------------------------
+# The virtual environment vLLM runs from; verify uses its python for NVML and PyTorch checks.
+vllm_venv = "/opt/llmfleet/vllm"
+# 0.19.1 is the last vLLM release with sm_70 (V100) kernels; it pins torch 2.10.0.
+vllm_version = "0.19.1"
+# None: the PyTorch version vllm_version pins.
+vllm_torch_version = None
+# --dtype: V100 has no bfloat16, so "half".
+vllm_dtype = "half"
+# The checkpoint's torch_dtype (config.json): with vllm_dtype "auto" it decides the dtype.
+vllm_model_dtype = "bfloat16"
+# --quantization (None: unquantized). On V100: gptq yes; awq and the marlin kernels no.
+vllm_quantization = None
+# --kv-cache-dtype: fp8 does not work on V100 with any V1-engine vLLM (0.10.2 and later).
+vllm_kv_cache_dtype = "auto"
+# --tensor-parallel-size: must divide the model's attention heads and fit the GPU count.
+vllm_tensor_parallel_size = 8
+# The model's num_attention_heads (config.json).
+vllm_model_attention_heads = 32

@@ -8,8 +8,16 @@ Preflight facts (`Preflight`) are also what onboarding and audits record about a
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from pyinfra.api import FactBase
+
+REMOTE = Path(__file__).parent / "remote"
+
+
+def python_script(name: str) -> str:
+    """A shell command that runs llmfleet/remote/<name>.py with the host's python3."""
+    return f"python3 - <<'LLMFLEET_EOF'\n{(REMOTE / (name + '.py')).read_text()}LLMFLEET_EOF"
 
 
 class IsContainer(FactBase[bool]):
@@ -74,6 +82,24 @@ class Preflight(FactBase[dict]):
             " 'numa_nodes': len(glob.glob('/sys/devices/system/node/node[0-9]*')), 'pci': pci}))\n"
             "EOF"
         )
+
+    def process(self, output) -> dict:
+        return json.loads("\n".join(output))
+
+
+class NvidiaHost(FactBase[dict]):
+    """The host's NVIDIA state, in one round trip: GPUs on the PCI bus, the loaded kernel module
+    (version, flavour), installed and held driver/CUDA packages, DKMS for the running kernel,
+    and (where nvidia-smi answers) each GPU's application clocks and the supported clock pairs.
+
+    {"os": "ubuntu", "os_version": "22.04", "kernel": "...", "pci_gpus": [{"slot", "device"}],
+     "module": {"version": "580.95.05", "flavour": "proprietary"} | None,
+     "packages": {name: version}, "held": [names], "dkms": [lines for the running kernel],
+     "smi": [{"index", "app_memory", "app_graphics", "persistence"}], "supported_clocks": [[mem, gfx]]}
+    """
+
+    def command(self) -> str:
+        return python_script("nvidia_host")
 
     def process(self, output) -> dict:
         return json.loads("\n".join(output))

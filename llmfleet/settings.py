@@ -12,7 +12,9 @@ import difflib
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, ValidationError
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, ValidationError
+
+from llmfleet.gpu import AppClocks, GpuProfile, guardrails
 
 # Host data that is not an llmfleet setting: pyinfra's global arguments (`_sudo`, ...), its
 # connectors' data (`ssh_user`, ...), and what the lab inventory records about a host (`lab_*`).
@@ -67,6 +69,19 @@ UserName = Annotated[str, _pattern(r"[a-z_][a-z0-9_-]{0,31}", "a user name")]
 PositiveInt = Annotated[int, Field(gt=0, strict=True)]
 Url = Annotated[str, AfterValidator(_url)]
 HostName = Annotated[str, AfterValidator(_hostname)]
+def _not_a_number(value):
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        raise ValueError(f"is a number, and a version must be a string ({value!r} would lose digits such as "
+                         "12.10 -> 12.1): quote it, '12.9', or on pyinfra's command line --data 'KEY=\"12.9\"'")
+    return value
+
+
+_VERSION = BeforeValidator(_not_a_number)
+DriverVersion = Annotated[str, _VERSION,
+                          _pattern(r"[0-9]{3}\.[0-9]+(\.[0-9]+)?", "an NVIDIA driver version like 580.95.05")]
+CudaVersion = Annotated[str, _VERSION, _pattern(r"[0-9]+\.[0-9]+", "a CUDA toolkit version like 12.9")]
+Version = Annotated[str, _VERSION, _pattern(r"[0-9]+(\.[0-9]+){1,3}", "a version like 0.19.1")]
+AbsPath = Annotated[str, _pattern(r"/[A-Za-z0-9_./-]*", "an absolute path (letters, digits, _ . / -)")]
 
 
 class Settings(BaseModel):
@@ -103,6 +118,24 @@ class Settings(BaseModel):
     chrony_max_offset_ms: Annotated[float, Field(gt=0)]
     # kernel_modules
     kernel_modules_blacklist: list[ModuleName]
+    # GPUs: profiles, NVIDIA driver, CUDA, clocks
+    gpu_profiles: dict[Annotated[str, _pattern(r"[a-z0-9_]+", "a profile name (a-z 0-9 _)")], GpuProfile]
+    gpu_profile: str | None
+    nvidia_repo_url: Url
+    nvidia_driver_version: DriverVersion
+    nvidia_kernel_modules: Literal["proprietary", "open"]
+    cuda_toolkit_version: CudaVersion
+    gpu_app_clocks: AppClocks | None
+    # vLLM (what the GPU guardrails need of the service's settings)
+    vllm_venv: AbsPath
+    vllm_version: Version
+    vllm_torch_version: Version | None
+    vllm_dtype: Literal["auto", "half", "float16", "bfloat16", "float", "float32"]
+    vllm_model_dtype: Literal["float16", "bfloat16", "float32"]
+    vllm_quantization: Annotated[str, _pattern(r"[a-z0-9_]+", "a quantization method name")] | None
+    vllm_kv_cache_dtype: Literal["auto", "fp8", "fp8_e4m3", "fp8_e5m2"]
+    vllm_tensor_parallel_size: PositiveInt
+    vllm_model_attention_heads: PositiveInt
 
 
 class SettingsError(ValueError):
@@ -126,10 +159,15 @@ def validate(host_name: str, data: dict[str, Any]) -> Settings:
         problems.append(f"setting {key!r} is missing: group_data/all.py must define its default")
     if not problems:
         try:
-            return Settings(**values)
+            settings = Settings(**values)
         except ValidationError as exc:
             for err in exc.errors():
                 problems.append(_describe(err, values))
+        else:
+            # what the host's GPUs cannot run (llmfleet/gpu.py, from llmfleet/compat.py's table)
+            problems = guardrails(settings)
+            if not problems:
+                return settings
     raise SettingsError(f"host {host_name}: " + "; ".join(problems))
 
 

@@ -117,11 +117,12 @@ def rebooted(reasons: list[str], expect_tokens: list[str], stop_units: list[str]
 
 
 @deploy("reboot")
-def reboot_if_needed(settings: Settings):
-    """Reboot the host if `reasons()` finds any, at most `reboot_max_unavailable` hosts at a time."""
-    why = reasons(settings)
+def reboot_if_needed(settings: Settings, also: list[str] | None = None):
+    """Reboot the host if `reasons()` finds any (or `also` gives some: another component's, like
+    a new NVIDIA driver), at most `reboot_max_unavailable` hosts at a time."""
+    why = reasons(settings) + list(also or [])
     if not why:
-        host.noop("reboot: not needed (running kernel command line as deployed, no reboot requested)")
+        host.noop("reboot: not needed (running kernel command line and modules as deployed, no reboot requested)")
         return
     expect = [] if host.get_fact(IsContainer) else kernel_cmdline.tokens(settings.kernel_cmdline)
     rebooted(

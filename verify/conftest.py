@@ -26,14 +26,17 @@ def pytest_addoption(parser):
     parser.addoption("--inventory", default=os.environ.get("LLMFLEET_INVENTORY", "inventories/lab.py"),
                      help="pyinfra inventory whose group data holds the expected state "
                           "(default: inventories/lab.py)")
+    parser.addoption("--data", action="append", default=[], metavar="KEY=VALUE",
+                     help="override a setting for every host, as pyinfra's --data does (repeatable), "
+                          "e.g. --data gpu_profile=v100_sxm2_32gb_x8")
 
 
 @pytest.fixture(scope="session")
 def inventory_data(request) -> dict[str, dict]:
     inventory = request.config.getoption("--inventory")
-    pyinfra = Path(sys.executable).with_name("pyinfra")
-    proc = subprocess.run([str(pyinfra), inventory, "debug-inventory", "--json"], cwd=ROOT,
-                          capture_output=True, text=True, timeout=300)
+    data = [arg for kv in request.config.getoption("--data") for arg in ("--data", kv)]
+    proc = subprocess.run([sys.executable, "-m", "pyinfra", *data, inventory, "debug-inventory", "--json"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
     if proc.returncode != 0:
         pytest.exit(f"cannot read inventory {inventory}: {proc.stderr.strip()[-500:]}", returncode=2)
     return {h["name"]: h for h in json.loads(proc.stdout)}
@@ -41,7 +44,8 @@ def inventory_data(request) -> dict[str, dict]:
 
 @pytest.fixture(scope="module")
 def host_name(host) -> str:
-    return host.backend.get_hostname()
+    # testinfra's local backend is pyinfra's @local host
+    return "@local" if host.backend.NAME == "local" else host.backend.get_hostname()
 
 
 @pytest.fixture(scope="module")
@@ -60,10 +64,10 @@ def settings(host_name, host_data) -> Settings:
         pytest.fail(str(exc))
 
 
-def run_remote(host, script: str, *args: str):
+def run_remote(host, script: str, *args: str, python: str = "python3"):
     """Run verify/remote/<script>.py on the host with args, in one round trip; return its JSON."""
     source = (Path(__file__).parent / "remote" / f"{script}.py").read_text()
-    return json.loads(host.check_output("python3 -c %s" + " %s" * len(args), source, *args))
+    return json.loads(host.check_output("%s -c %s" + " %s" * len(args), python, source, *args))
 
 
 def read_files(host, *paths: str) -> dict[str, str | None]:
@@ -86,3 +90,37 @@ def is_container(host) -> bool:
 
 
 CONTAINER_SKIP = "container host: shares the machine's kernel, so {what} is the VM/bare-metal host's to prove"
+
+
+def expect_each(host_name: str, setting: str, expected, actual_by_gpu: dict[int, object]) -> None:
+    """Assert one value on every GPU; the message lists each GPU that differs, with expected and actual."""
+    wrong = [f"{host_name} GPU {i}: {setting}: expected {expected!r}, actual {actual!r}"
+             for i, actual in sorted(actual_by_gpu.items()) if actual != expected]
+    assert not wrong, "\n".join(wrong)
+
+
+@pytest.fixture(scope="module")
+def gpu_profile(settings):
+    """The host's GPU profile; a host whose data says it has no GPU skips the GPU checks (and
+    test_gpu_health.py::test_no_unexpected_gpu proves it has none)."""
+    from llmfleet.gpu import profile_of
+
+    profile = profile_of(settings)
+    if profile is None:
+        pytest.skip("gpu_profile is None in this host's data: a host without GPUs")
+    return profile
+
+
+@pytest.fixture(scope="module")
+def gpu_state(host, host_name, settings, gpu_profile) -> dict:
+    """The host's GPU state (NVML, driver files, kernel log, PyTorch) in one round trip, read with
+    the vLLM environment's python (`vllm_venv`: it has nvidia-ml-py and torch); the kernel log
+    needs root (`?sudo=true` in --hosts, or root's login). Read-only."""
+    python = f"{settings.vllm_venv}/bin/python3"
+    if host.run("test -x %s", python).rc != 0:
+        pytest.fail(f"{host_name}: vllm_venv: expected a python at {python}, actual: none "
+                    "(deploy the vLLM environment, or point vllm_venv at one with nvidia-ml-py and torch)")
+    state = run_remote(host, "gpu_state", python=python)
+    if "error" in state["nvml"]:
+        pytest.fail(f"{host_name}: NVML: expected to answer, actual: {state['nvml']['error']}")
+    return state

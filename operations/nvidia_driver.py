@@ -1,0 +1,187 @@
+"""nvidia_driver: the pinned NVIDIA driver from NVIDIA's CUDA repository, held, with nouveau
+blacklisted and the DKMS module built for the running kernel (install, configure, activate).
+
+The reboot that loads a new module is the reboot component's: `install()` returns the reasons
+and deploy.py hands them to `reboot.reboot_if_needed`. On a host without an NVIDIA GPU nothing
+is done, and the output says why.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+from pyinfra import host
+from pyinfra.api import OperationValueError, StringCommand, deploy, operation
+from pyinfra.operations import apt, files, server
+
+from llmfleet.facts import NvidiaHost
+from llmfleet.gpu import driver_branch, profile_of
+from llmfleet.settings import Settings
+from operations import template
+
+# CUDA repository folder per distribution (NVIDIA driver installation guide, r580: "Ubuntu",
+# "Debian"; https://developer.download.nvidia.com/compute/cuda/repos/).
+REPO_DISTROS = {
+    ("ubuntu", "20.04"): "ubuntu2004",
+    ("ubuntu", "22.04"): "ubuntu2204",
+    ("ubuntu", "24.04"): "ubuntu2404",
+    ("debian", "12"): "debian12",
+}
+# The compute-only driver (no X) per distribution family and kernel-module flavour, and the
+# Debian version suffix of NVIDIA's packages there. Source: NVIDIA driver installation guide,
+# r580, "Compute-only HPC node"; versions as in the CUDA repository's Packages index (an
+# internal mirror carries the same; the lent H200's Ubuntu 24.04 has cuda-compat-13-0
+# 580.95.05-0ubuntu1 from it). {branch} is the driver branch (580).
+DRIVER_PACKAGES = {
+    "ubuntu": {
+        "proprietary": ["libnvidia-compute-{branch}", "nvidia-dkms-{branch}", "nvidia-utils-{branch}",
+                        "nvidia-compute-utils-{branch}"],
+        "open": ["libnvidia-compute-{branch}", "nvidia-dkms-{branch}-open", "nvidia-utils-{branch}",
+                 "nvidia-compute-utils-{branch}"],
+    },
+    "debian": {
+        "proprietary": ["nvidia-driver-cuda", "nvidia-kernel-dkms", "nvidia-persistenced"],
+        "open": ["nvidia-driver-cuda", "nvidia-kernel-open-dkms", "nvidia-persistenced"],
+    },
+}
+DEB_VERSION = {"ubuntu": "{version}-0ubuntu1", "debian": "{version}-1"}
+REPO_KEY = "3bf863cc.pub"  # the CUDA repository signing key, in each distribution folder
+KEYRING = "/usr/share/keyrings/llmfleet-nvidia-cuda.gpg"
+SOURCES = "/etc/apt/sources.list.d/llmfleet-nvidia-cuda.list"
+PREFERENCES = "/etc/apt/preferences.d/90-llmfleet-nvidia"
+NOUVEAU = "/etc/modprobe.d/90-llmfleet-nouveau.conf"
+APT_ENV = {"DEBIAN_FRONTEND": "noninteractive"}
+
+
+def skip_reason(settings: Settings, component: str) -> str | None:
+    """Why the NVIDIA components do nothing on this host (None: they run)."""
+    facts = host.get_fact(NvidiaHost)
+    profile = profile_of(settings)
+    if not facts["pci_gpus"]:
+        why = f"{component}: skipped: no NVIDIA GPU on this host (no PCI display device of vendor 0x10de)"
+        if profile is not None:
+            why += (f", but gpu_profile {settings.gpu_profile!r} expects {profile.count} x {profile.model_name}: "
+                    "check the hardware (lspci -d 10de:) or set gpu_profile = None; verify will fail")
+        return why
+    if profile is None:
+        return (f"{component}: skipped: {len(facts['pci_gpus'])} NVIDIA GPU(s) found but gpu_profile is None: "
+                f"set gpu_profile to one of {', '.join(sorted(settings.gpu_profiles))}")
+    return None
+
+
+def repo_distro(facts: dict) -> str:
+    key = (facts["os"], facts["os_version"])
+    if key not in REPO_DISTROS:
+        supported = ", ".join(f"{o} {v}" for o, v in REPO_DISTROS)
+        raise OperationValueError(f"host {host.name}: nvidia_driver: {facts['os']} {facts['os_version']} is not a "
+                                  f"distribution NVIDIA's CUDA repository serves here (supported: {supported})")
+    return REPO_DISTROS[key]
+
+
+def driver_packages(os_id: str, flavour: str, version: str) -> dict[str, str]:
+    """{package: exact Debian version} of the driver for a distribution family and flavour."""
+    branch = driver_branch(version)
+    deb_version = DEB_VERSION[os_id].format(version=version)
+    return {name.format(branch=branch): deb_version for name in DRIVER_PACKAGES[os_id][flavour]}
+
+
+@operation()
+def installed(packages: dict[str, str], label: str):
+    """
+    The packages are installed at exactly these versions and held (apt-mark hold), so neither
+    `apt upgrade` nor unattended-upgrades moves them; a wrong version is replaced (up or down).
+
+    + packages: {package: exact Debian version}
+    + label: what the packages are, for the output
+    """
+    facts = host.get_fact(NvidiaHost)
+    have, held = facts["packages"], set(facts["held"])
+    wrong = {p: v for p, v in packages.items() if have.get(p) != v}
+    if wrong:
+        moving = sorted(p for p in packages if p in held)
+        if moving:
+            yield StringCommand("apt-mark unhold " + " ".join(moving))
+        specs = " ".join(shlex.quote(f"{p}={v}") for p, v in sorted(packages.items()))
+        yield StringCommand("DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "
+                            f"--allow-downgrades --allow-change-held-packages {specs}")
+        yield StringCommand("apt-mark hold " + " ".join(sorted(packages)))
+        return
+    unheld = sorted(p for p in packages if p not in held)
+    if unheld:
+        yield StringCommand("apt-mark hold " + " ".join(unheld))
+        return
+    host.noop(f"{label}: {', '.join(f'{p}={v}' for p, v in sorted(packages.items()))} installed and held")
+
+
+@operation()
+def dkms_built(kernel: str):
+    """
+    The NVIDIA DKMS module is built and installed for the running kernel (headers installed first).
+
+    + kernel: the running kernel release (uname -r)
+    """
+    facts = host.get_fact(NvidiaHost)
+    if any(line.split(":")[-1].strip() == "installed" for line in facts["dkms"]):
+        host.noop(f"nvidia_driver: DKMS module installed for kernel {kernel}")
+        return
+    yield StringCommand("DEBIAN_FRONTEND=noninteractive apt-get install -y -q "
+                        + shlex.quote(f"linux-headers-{kernel}"))
+    yield StringCommand("dkms autoinstall -k " + shlex.quote(kernel))
+
+
+@deploy("nvidia_driver")
+def install(settings: Settings) -> list[str]:
+    """Repository, pinned and held driver, nouveau off, DKMS for the running kernel.
+
+    Returns why the host must reboot for the driver (empty: the loaded module is the installed one).
+    """
+    why = skip_reason(settings, "nvidia_driver")
+    if why:
+        host.noop(why)
+        return []
+    facts = host.get_fact(NvidiaHost)
+    distro = repo_distro(facts)
+    repo = f"{settings.nvidia_repo_url.rstrip('/')}/{distro}/x86_64"
+    packages = driver_packages(facts["os"], settings.nvidia_kernel_modules, settings.nvidia_driver_version)
+
+    # repository (configure): key, source list, pin
+    apt.packages(name="gnupg for the repository key", packages=["gnupg"], no_recommends=True,
+                 cache_time=settings.apt_cache_valid_s, update=True, _env=APT_ENV)
+    key = files.download(name="CUDA repository key", src=f"{repo}/{REPO_KEY}", dest=KEYRING + ".asc", mode="644")
+    if key.will_change:
+        server.shell(name="CUDA repository key dearmored",
+                     commands=[f"gpg --batch --yes --dearmor -o {KEYRING} {KEYRING}.asc && chmod 644 {KEYRING}"])
+    sources = files.template(name="CUDA repository", src=template("nvidia_driver", "llmfleet-nvidia-cuda.list.j2"),
+                             dest=SOURCES, mode="644", repo=repo, keyring=KEYRING)
+    pin = files.template(name="driver version pinned", src=template("nvidia_driver", "90-llmfleet-nvidia.pref.j2"),
+                         dest=PREFERENCES, mode="644", version=settings.nvidia_driver_version)
+    if key.will_change or sources.will_change or pin.will_change:
+        apt.update(name="apt reads the CUDA repository")
+    # nouveau must never claim the GPUs (and must not come back from the initramfs)
+    nouveau = files.template(name="nouveau blacklisted", src=template("nvidia_driver", "90-llmfleet-nouveau.conf.j2"),
+                             dest=NOUVEAU, mode="644")
+    # install
+    driver = installed(name=f"NVIDIA driver {settings.nvidia_driver_version} ({settings.nvidia_kernel_modules})",
+                       packages=packages, label="nvidia_driver")
+    if nouveau.will_change or driver.will_change:
+        server.shell(name="initramfs regenerated (nouveau blacklist, NVIDIA modules)", commands=["update-initramfs -u"])
+    if not driver.will_change:
+        dkms_built(name=f"DKMS module for kernel {facts['kernel']}", kernel=facts["kernel"])
+    return reboot_reasons(settings, facts, driver.will_change)
+
+
+def reboot_reasons(settings: Settings, facts: dict, changing: bool) -> list[str]:
+    """Why the running kernel module is not the driver this deploy leaves installed."""
+    module = facts["module"]
+    want = settings.nvidia_driver_version
+    if changing:
+        return [f"NVIDIA driver {want} ({settings.nvidia_kernel_modules}) installed: its kernel module loads at boot"]
+    if module is None:
+        return ["the NVIDIA kernel module is not loaded"]
+    why = []
+    if module["version"] != want:
+        why.append(f"NVIDIA kernel module {module['version']} is loaded, {want} is installed")
+    if module["flavour"] != settings.nvidia_kernel_modules:
+        why.append(f"the {module['flavour']} NVIDIA kernel module is loaded, "
+                   f"{settings.nvidia_kernel_modules} is installed")
+    return why

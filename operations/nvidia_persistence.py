@@ -1,0 +1,34 @@
+"""nvidia_persistence: the GPUs stay initialised between jobs, through NVIDIA's nvidia-persistenced
+daemon (NVIDIA recommends it over the legacy `nvidia-smi -pm 1`).
+
+Some packagings start the daemon with --no-persistence-mode; a drop-in makes it enable
+persistence mode, and the daemon is enabled and running (restarted once when the drop-in changes).
+"""
+
+from pyinfra import host
+from pyinfra.api import deploy
+from pyinfra.operations import files, systemd
+
+from llmfleet.settings import Settings
+from operations import template
+from operations.nvidia_driver import skip_reason
+
+UNIT = "nvidia-persistenced.service"
+DROPIN_DIR = f"/etc/systemd/system/{UNIT}.d"
+
+
+@deploy("nvidia_persistence")
+def configure(settings: Settings):
+    """nvidia-persistenced runs with persistence mode on, at every boot."""
+    why = skip_reason(settings, "nvidia_persistence")
+    if why:
+        host.noop(why)
+        return
+    files.directory(name="persistenced drop-in folder", path=DROPIN_DIR)
+    dropin = files.template(name="persistenced enables persistence mode",
+                            src=template("nvidia_persistence", "90-llmfleet.conf.j2"),
+                            dest=f"{DROPIN_DIR}/90-llmfleet.conf", mode="644")
+    if dropin.will_change:
+        systemd.daemon_reload(name="systemd reads the persistenced drop-in")
+    systemd.service(name="nvidia-persistenced enabled and running", service=UNIT, running=True, enabled=True,
+                    restarted=dropin.will_change)

@@ -1,0 +1,90 @@
+"""GPU hardware as its profile says (gpu_profiles in group data), read through NVML: the checks
+that catch a card in an x8 slot, NVLink down, ECC trouble, Xid errors, and a PyTorch without
+kernels for the GPU. Each failure names host, GPU index, expected and actual."""
+
+from conftest import expect, expect_each, read_files, run_remote
+
+from llmfleet.gpu import profile_of
+
+
+def _gpus(gpu_state) -> list[dict]:
+    return gpu_state["nvml"]["gpus"]
+
+
+def test_pci_gpu_count(host, host_name, settings):
+    """NVIDIA GPUs on the PCI bus, whether or not a driver sees them (0 for gpu_profile None)."""
+    profile = profile_of(settings)
+    found = run_remote(host, "pci_gpus")
+    expect(host_name, f"NVIDIA GPUs on PCI (gpu_profile {settings.gpu_profile})",
+           profile.count if profile else 0, len(found))
+
+
+def test_count_and_model(host_name, settings, gpu_profile, gpu_state):
+    gpus = _gpus(gpu_state)
+    expect(host_name, f"GPU count (gpu_profile {settings.gpu_profile})", gpu_profile.count, len(gpus))
+    expect_each(host_name, "model", gpu_profile.model_name, {g["index"]: g["name"] for g in gpus})
+    expect_each(host_name, "PCI device id", gpu_profile.pci_device_id, {g["index"]: g["pci_device_id"] for g in gpus})
+
+
+def test_memory(host_name, gpu_profile, gpu_state):
+    low, high = int(gpu_profile.memory_mib * 0.97), int(gpu_profile.memory_mib * 1.01)
+    expect_each(host_name, f"memory (MiB, nominal {gpu_profile.memory_mib})", f"{low}-{high} MiB",
+                {g["index"]: f"{low}-{high} MiB" if isinstance(g["memory_mib"], int) and low <= g["memory_mib"] <= high
+                 else f"{g['memory_mib']} MiB" for g in _gpus(gpu_state)})
+
+
+def test_ecc(host_name, gpu_state):
+    gpus = _gpus(gpu_state)
+    expect_each(host_name, "ECC mode (current)", 1, {g["index"]: g["ecc_current"] for g in gpus})
+    expect_each(host_name, "ECC mode (pending, after the next reset)", 1, {g["index"]: g["ecc_pending"] for g in gpus})
+    expect_each(host_name, "volatile uncorrectable ECC errors", 0,
+                {g["index"]: g["ecc_volatile_uncorrected"] for g in gpus})
+
+
+def test_memory_error_management(host_name, gpu_profile, gpu_state):
+    """Page retirement (up to Volta): no page waiting to be retired. Row remapping (A100 and newer):
+    no remap pending, no remap failure."""
+    gpus = _gpus(gpu_state)
+    if gpu_profile.memory_errors == "page_retirement":
+        expect_each(host_name, "retired pages pending (page retirement)", 0,
+                    {g["index"]: g["retired_pages_pending"] for g in gpus})
+    else:
+        expect_each(host_name, "remapped rows (row remapping): pending, failure", {"pending": False, "failure": False},
+                    {g["index"]: {k: g["remapped_rows"].get(k) for k in ("pending", "failure")}
+                     if "error" not in g["remapped_rows"] else g["remapped_rows"] for g in gpus})
+
+
+def test_pcie_link(host_name, gpu_profile, gpu_state):
+    """The link the GPU and its slot can train to (an x8 slot or a Gen1 riser shows here), and the
+    width it runs at now. The current generation is not checked: GPUs drop it when idle."""
+    gpus = _gpus(gpu_state)
+    expect_each(host_name, "PCIe generation (max of GPU and slot)", gpu_profile.pcie_gen,
+                {g["index"]: g["pcie_max_gen"] for g in gpus})
+    expect_each(host_name, "PCIe width (max of GPU and slot)", gpu_profile.pcie_width,
+                {g["index"]: g["pcie_max_width"] for g in gpus})
+    expect_each(host_name, "PCIe width (current)", gpu_profile.pcie_width, {g["index"]: g["pcie_width"] for g in gpus})
+
+
+def test_nvlink(host_name, gpu_profile, gpu_state):
+    expect_each(host_name, "NVLink links up", gpu_profile.nvlink_links,
+                {g["index"]: sum(1 for s in g["nvlink_states"] if s == 1) for g in _gpus(gpu_state)})
+
+
+def test_no_xid_errors(host_name, gpu_state):
+    xid = gpu_state["xid"]
+    assert "error" not in xid, f"{host_name}: kernel log: expected readable, actual: {xid['error']}"
+    expect(host_name, f"NVRM Xid errors since boot ({xid['source']})", [], xid["lines"])
+
+
+def test_torch_has_kernels_for_the_gpu(host_name, settings, gpu_profile, gpu_state):
+    torch = gpu_state["torch"]
+    assert "error" not in torch, (f"{host_name}: PyTorch in {settings.vllm_venv}: expected importable, "
+                                  f"actual: {torch['error']}")
+    assert gpu_profile.arch in torch["arch_list"], (
+        f"{host_name}: PyTorch {torch['version']} in {settings.vllm_venv}: expected kernels for {gpu_profile.arch} "
+        f"({gpu_profile.model_name}), actual arch list {torch['arch_list']}")
+
+
+def test_nouveau_not_loaded(host, host_name, gpu_profile):
+    modules = read_files(host, "/proc/modules")["/proc/modules"] or ""
+    expect(host_name, "nouveau loaded", False, any(ln.split()[0] == "nouveau" for ln in modules.splitlines()))
