@@ -5,13 +5,12 @@ is never installed by an upgrade; the hold keeps its patch level as the fleet te
 toolkits already on a host are left in place (they coexist under /usr/local/cuda-X.Y).
 """
 
-from pyinfra import host
 from pyinfra.api import deploy
 from pyinfra.operations import apt
 
 from llmfleet.settings import Settings
 from operations import apt_hold
-from operations.nvidia_driver import APT_ENV, skip_reason
+from operations.nvidia_driver import APT_ENV, skipped
 
 
 def package_name(version: str) -> str:
@@ -22,9 +21,7 @@ def package_name(version: str) -> str:
 @deploy("cuda_toolkit")
 def install(settings: Settings):
     """Install `cuda-toolkit-<major>-<minor>` from the CUDA repository and hold it."""
-    why = skip_reason(settings, "cuda_toolkit")
-    if why:
-        host.noop(why)
+    if skipped(settings, "cuda_toolkit"):
         return
     name = package_name(settings.cuda_toolkit_version)
     apt.packages(name=f"CUDA toolkit {settings.cuda_toolkit_version}", packages=[name], no_recommends=True,

@@ -15,7 +15,7 @@ from llmfleet.facts import NvidiaHost
 from llmfleet.gpu import app_clocks
 from llmfleet.settings import Settings
 from operations import template
-from operations.nvidia_driver import skip_reason
+from operations.nvidia_driver import skipped
 
 UNIT = "llmfleet-gpu-clocks.service"
 
@@ -52,9 +52,7 @@ def applied(memory: int, graphics: int, force: bool = False):
 @deploy("gpu_clocks")
 def configure(settings: Settings):
     """Install and enable the boot unit; apply the clocks now where a GPU differs."""
-    why = skip_reason(settings, "gpu_clocks")
-    if why:
-        host.noop(why)
+    if skipped(settings, "gpu_clocks"):
         return
     clocks = app_clocks(settings)
     unit = files.template(name="boot unit applies the application clocks", src=template("gpu_clocks", UNIT + ".j2"),

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import shlex
 
-from pyinfra import host
+from pyinfra import host, logger
 from pyinfra.api import OperationValueError, StringCommand, deploy, operation
 from pyinfra.operations import apt, files, server
 
@@ -51,6 +51,16 @@ SOURCES = "/etc/apt/sources.list.d/llmfleet-nvidia-cuda.list"
 PREFERENCES = "/etc/apt/preferences.d/90-llmfleet-nvidia"
 NOUVEAU = "/etc/modprobe.d/90-llmfleet-nouveau.conf"
 APT_ENV = {"DEBIAN_FRONTEND": "noninteractive"}
+
+
+def skipped(settings: Settings, component: str) -> bool:
+    """True when the NVIDIA components do nothing on this host; the reason is printed for every
+    run (not only with -v, as pyinfra's noop descriptions are)."""
+    why = skip_reason(settings, component)
+    if why:
+        host.noop(why)
+        host.log_styled(why, fg="yellow", log_func=logger.info)
+    return why is not None
 
 
 def skip_reason(settings: Settings, component: str) -> str | None:
@@ -135,9 +145,7 @@ def install(settings: Settings) -> list[str]:
 
     Returns why the host must reboot for the driver (empty: the loaded module is the installed one).
     """
-    why = skip_reason(settings, "nvidia_driver")
-    if why:
-        host.noop(why)
+    if skipped(settings, "nvidia_driver"):
         return []
     facts = host.get_fact(NvidiaHost)
     distro = repo_distro(facts)

@@ -5,13 +5,12 @@ Some packagings start the daemon with --no-persistence-mode; a drop-in makes it 
 persistence mode, and the daemon is enabled and running (restarted once when the drop-in changes).
 """
 
-from pyinfra import host
 from pyinfra.api import deploy
 from pyinfra.operations import files, systemd
 
 from llmfleet.settings import Settings
 from operations import template
-from operations.nvidia_driver import skip_reason
+from operations.nvidia_driver import skipped
 
 UNIT = "nvidia-persistenced.service"
 DROPIN_DIR = f"/etc/systemd/system/{UNIT}.d"
@@ -20,9 +19,7 @@ DROPIN_DIR = f"/etc/systemd/system/{UNIT}.d"
 @deploy("nvidia_persistence")
 def configure(settings: Settings):
     """nvidia-persistenced runs with persistence mode on, at every boot."""
-    why = skip_reason(settings, "nvidia_persistence")
-    if why:
-        host.noop(why)
+    if skipped(settings, "nvidia_persistence"):
         return
     files.directory(name="persistenced drop-in folder", path=DROPIN_DIR)
     dropin = files.template(name="persistenced enables persistence mode",

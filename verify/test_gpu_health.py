@@ -21,9 +21,16 @@ def test_pci_gpu_count(host, host_name, settings):
 
 def test_count_and_model(host_name, settings, gpu_profile, gpu_state):
     gpus = _gpus(gpu_state)
-    expect(host_name, f"GPU count (gpu_profile {settings.gpu_profile})", gpu_profile.count, len(gpus))
-    expect_each(host_name, "model", gpu_profile.model_name, {g["index"]: g["name"] for g in gpus})
-    expect_each(host_name, "PCI device id", gpu_profile.pci_device_id, {g["index"]: g["pci_device_id"] for g in gpus})
+    wrong = []
+    if len(gpus) != gpu_profile.count:
+        wrong.append(f"{host_name}: GPU count (gpu_profile {settings.gpu_profile}): expected {gpu_profile.count}, "
+                     f"actual {len(gpus)}")
+    for g in gpus:
+        for what, want, got in (("model", gpu_profile.model_name, g["name"]),
+                                ("PCI device id", gpu_profile.pci_device_id, g["pci_device_id"])):
+            if got != want:
+                wrong.append(f"{host_name} GPU {g['index']}: {what}: expected {want!r}, actual {got!r}")
+    assert not wrong, "\n".join(wrong)
 
 
 def test_memory(host_name, gpu_profile, gpu_state):

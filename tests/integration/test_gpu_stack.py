@@ -1,0 +1,40 @@
+"""The GPU stack on hosts without an NVIDIA GPU (every lab host): the NVIDIA components do
+nothing, say why on every run, and leave nothing behind. (The GPU checks themselves run on the
+lent H200: `make verify-device`; the operations' decisions are tested in tests/ops.)"""
+
+import json
+
+from conftest import BIN, lab_ssh, run, state
+
+COMPONENTS = ("nvidia_driver", "cuda_toolkit", "nvidia_persistence", "gpu_clocks")
+LEFT_BEHIND = ("/etc/apt/sources.list.d/llmfleet-nvidia-cuda.list", "/etc/apt/preferences.d/90-llmfleet-nvidia",
+               "/etc/modprobe.d/90-llmfleet-nouveau.conf", "/etc/systemd/system/llmfleet-gpu-clocks.service",
+               "/etc/systemd/system/nvidia-persistenced.service.d")
+
+
+def test_gpu_components_say_why_they_skip_and_change_nothing(lab, deployed):
+    for name in state()["hosts"]:
+        for component in COMPONENTS:
+            line = f"[{name}] {component}: skipped: no NVIDIA GPU on this host (no PCI display device of vendor 0x10de)"
+            assert line in deployed.output, f"{name}: no skip line for {component}"
+        present = lab_ssh(name, "for f in " + " ".join(LEFT_BEHIND) + "; do [ -e $f ] && echo $f; done; true")
+        assert present.stdout.split() == [], (name, present.stdout)
+
+
+def test_a_gpu_profile_on_a_host_without_gpus_is_pointed_out(lab, deployed):
+    proc = run(str(BIN / "pyinfra"), "inventories/lab.py", "deploy.py", "--dry", "--limit", "lab-c1",
+               "--data", "gpu_profile=v100_sxm2_32gb_x8", "--data", "vllm_tensor_parallel_size=8")
+    out = proc.stdout + proc.stderr
+    assert ("[lab-c1] nvidia_driver: skipped: no NVIDIA GPU on this host (no PCI display device of vendor 0x10de), "
+            "but gpu_profile 'v100_sxm2_32gb_x8' expects 8 x Tesla V100-SXM2-32GB: check the hardware") in out, \
+        out[-3000:]
+
+
+def test_nvidia_host_fact_reads_each_host(lab, deployed):
+    proc = run(str(BIN / "pyinfra"), "inventories/lab.py", "fact", "llmfleet.facts.NvidiaHost", "--json")
+    facts = json.loads(proc.stdout)["llmfleet.facts.NvidiaHost"]
+    assert set(facts) == set(state()["hosts"])
+    for name, fact in facts.items():
+        assert (fact["os"], fact["os_version"]) == ("debian", "12"), name
+        assert fact["pci_gpus"] == [] and fact["module"] is None and fact["smi"] == [], (name, fact)
+        assert fact["kernel"] and isinstance(fact["packages"], dict) and isinstance(fact["held"], list), (name, fact)
