@@ -49,16 +49,18 @@ lab-down: venv
 	$(BIN)/llmfleet lab down
 
 # The GPU checks of verify/ on a machine with an NVIDIA GPU, checked from itself (testinfra's
-# local backend, pyinfra's @local), with inventories/device.py's data. Read-only. On the lent H200:
-#   make device-wheels        (here: what its python3 lacks, into .whl/)
-#   python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl && \
-#     PYTHONPATH=/tmp/site make verify-device [DATA='--data gpu_profile=v100_sxm2_32gb_x8 ...']
+# local backend, pyinfra's @local), with inventories/device.py's data. Read-only. For the lent
+# H200, `make device-wheels` here first puts what its python3 lacks into .whl/ (carry it along);
+# then, there, one command:
+#   make verify-device [DATA='--data gpu_profile=v100_sxm2_32gb_x8 ...']
 GPU_VERIFY := verify/test_gpu_health.py verify/test_nvidia_driver.py verify/test_nvidia_persistence.py \
               verify/test_gpu_clocks.py
 DEVICE_PY  ?= python3
 verify-device:
-	$(DEVICE_PY) -m pytest $(GPU_VERIFY) -p no:cacheprovider -q -rfE --hosts=local:// \
-	  --inventory inventories/device.py $(DATA)
+	@if [ -d .whl ]; then $(DEVICE_PY) -m pip install -q --no-index --no-deps --no-compile --upgrade \
+	  --target .device-site .whl/*.whl; fi
+	PYTHONPATH=$(CURDIR)/.device-site$${PYTHONPATH:+:$$PYTHONPATH} $(DEVICE_PY) -m pytest $(GPU_VERIFY) \
+	  -p no:cacheprovider -q -rfE --hosts=local:// --inventory inventories/device.py $(DATA)
 
 device-wheels: venv
 	rm -rf .whl && $(BIN)/pip download -q -d .whl --only-binary=:all: --python-version 3.12 \

@@ -79,12 +79,13 @@ def skip_reason(settings: Settings, component: str) -> str | None:
     return None
 
 
-def repo_distro(facts: dict) -> str:
+def repo_distro(facts: dict, host_name: str) -> str:
+    """The CUDA repository folder for the host's distribution (ubuntu2204, debian12, ...)."""
     key = (facts["os"], facts["os_version"])
     if key not in REPO_DISTROS:
         supported = ", ".join(f"{o} {v}" for o, v in REPO_DISTROS)
-        raise OperationValueError(f"host {host.name}: nvidia_driver: {facts['os']} {facts['os_version']} is not a "
-                                  f"distribution NVIDIA's CUDA repository serves here (supported: {supported})")
+        raise OperationValueError(f"host {host_name}: nvidia_driver: {facts['os']} {facts['os_version']} is not a "
+                                  f"distribution llmfleet installs the NVIDIA driver on (supported: {supported})")
     return REPO_DISTROS[key]
 
 
@@ -148,7 +149,7 @@ def install(settings: Settings) -> list[str]:
     if skipped(settings, "nvidia_driver"):
         return []
     facts = host.get_fact(NvidiaHost)
-    distro = repo_distro(facts)
+    distro = repo_distro(facts, host.name)
     repo = f"{settings.nvidia_repo_url.rstrip('/')}/{distro}/x86_64"
     packages = driver_packages(facts["os"], settings.nvidia_kernel_modules, settings.nvidia_driver_version)
 
@@ -168,7 +169,9 @@ def install(settings: Settings) -> list[str]:
     # nouveau must never claim the GPUs (and must not come back from the initramfs)
     nouveau = files.template(name="nouveau blacklisted", src=template("nvidia_driver", "90-llmfleet-nouveau.conf.j2"),
                              dest=NOUVEAU, mode="644")
-    # install
+    # install: the running kernel's headers first (the DKMS build in the driver's postinst needs them)
+    apt.packages(name=f"kernel headers for {facts['kernel']}", packages=[f"linux-headers-{facts['kernel']}"],
+                 no_recommends=True, _env=APT_ENV)
     driver = installed(name=f"NVIDIA driver {settings.nvidia_driver_version} ({settings.nvidia_kernel_modules})",
                        packages=packages, label="nvidia_driver")
     if nouveau.will_change or driver.will_change:
