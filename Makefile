@@ -35,7 +35,7 @@ demo: sysdeps venv
 unit: venv
 	$(BIN)/pytest tests/unit -q -p no:cacheprovider
 	# pyinfra-style operation and fact tests: a process of their own (pyinfra_cli patches gevent in)
-	cd tests/ops && ../../$(BIN)/pytest -q -p no:cacheprovider .
+	cd tests/ops && ../../$(BIN)/pytest -q -p no:cacheprovider -p no:anyio .
 
 integration: sysdeps venv
 	$(BIN)/pytest tests/integration -q -p no:cacheprovider

@@ -24,6 +24,7 @@ from operations import (
                         reboot,
                         sysctls,
                         thp,
+                        vllm,
 )
 
 settings = settings_for(host)
@@ -47,3 +48,6 @@ gpu_clocks.configure(settings)
 
 # one reboot, if the kernel command line or the driver needs it
 reboot.reboot_if_needed(settings, also=driver_reboot)
+
+# the service: rolled out in batches, each host ready before the next
+vllm.serve(settings, gpu=nvidia_driver.skip_reason(settings, "vllm") is None)

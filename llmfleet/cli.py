@@ -125,3 +125,31 @@ def lab_wheels(requirements: tuple[str, ...]) -> None:
 
 if __name__ == "__main__":
     main()
+
+
+@main.command("monitoring")
+@click.option("--inventory", default="inventories/lab.py", show_default=True, help="pyinfra inventory to read.")
+@click.option("--out", "out_dir", default="monitoring", show_default=True, help="Folder for the rendered files.")
+def monitoring_cmd(inventory: str, out_dir: str) -> None:
+    """Render Prometheus scrape targets and alert rules for the inventory's vLLM hosts."""
+    import subprocess
+    from pathlib import Path
+
+    from llmfleet.monitoring import render
+    from llmfleet.settings import SettingsError, validate
+
+    proc = subprocess.run([sys.executable, "-m", "pyinfra", inventory, "debug-inventory", "--json"],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise LlmfleetError(f"cannot read inventory {inventory}: {proc.stderr.strip()[-500:]}")
+    hosts = {}
+    for h in json.loads(proc.stdout):
+        try:
+            hosts[h["name"]] = (validate(h["name"], h["data"]), h["data"].get("ssh_hostname") or h["name"])
+        except SettingsError as exc:
+            raise LlmfleetError(str(exc)) from None
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    for name, content in render(inventory, hosts).items():
+        (out / name).write_text(content)
+        console.print(f"wrote {out / name}")

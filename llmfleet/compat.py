@@ -106,3 +106,45 @@ def torch_release(version: str) -> TorchRelease | None:
 
 def known_vllm_range() -> str:
     return f"{VLLM_RELEASES[0].first} to {VLLM_RELEASES[-1].last}"
+
+
+# vLLM flags that are misspelt, removed or never existed, found in group data before any host is
+# touched: name -> (first version that has it or None, first version without it or None, fix).
+# Source: ../shared/facts/v100-vllm.md ("vLLM flags, by version"; "Wrong claims in the design notes").
+FLAG_FIXES: dict[str, tuple[str | None, str | None, str]] = {
+    "scheduler-policy": (None, None, "the option is --scheduling-policy (fcfs|priority), from 0.6"),
+    "max-waiting-time": (None, None, "no vLLM version has it; bound queueing with --max-num-seqs and the "
+                                     "load balancer's timeouts"),
+    "ray-address": (None, None, "not a vLLM flag: Ray reads RAY_ADDRESS; set it in vllm_env"),
+    "prefix-cache-capacity": (None, None, "no such option; prefix caching is on by default in the V1 engine "
+                                          "(--enable-prefix-caching / --no-enable-prefix-caching)"),
+    "use-v2-block-manager": ("0.4.0", "0.10.0", "removed in 0.10.0 (a no-op since 0.6): drop it"),
+    "disable-log-requests": ("0.4.0", "0.17.0", "removed in 0.17.0: request logging is off by default, "
+                                                "--enable-log-requests turns it on"),
+    "swap-space": ("0.4.0", "0.18.0", "removed in 0.18.0: drop it"),
+    "scheduling-policy": ("0.6.0", None, "needs vLLM 0.6 or newer"),
+}
+
+# Metric names the monitoring hand-off uses, by the vLLM version that exports them.
+# Source: ../shared/facts/v100-vllm.md ("vLLM metrics"); checked on the lab's vLLM 0.32.0 /metrics.
+# `vllm:engine_*` names of the design notes exist in no version.
+METRICS: dict[str, tuple[tuple[str, str | None, str], ...]] = {
+    # purpose: ((name, first version, first version without it), ...)
+    "queue": (("vllm:num_requests_waiting", "0.4.0", None),),
+    "running": (("vllm:num_requests_running", "0.4.0", None),),
+    "kv_cache": (("vllm:gpu_cache_usage_perc", "0.4.0", "0.11.0"), ("vllm:kv_cache_usage_perc", "0.11.0", None)),
+    "e2e_latency": (("vllm:e2e_request_latency_seconds", "0.4.0", None),),
+    "ttft": (("vllm:time_to_first_token_seconds", "0.4.0", None),),
+    "generation_tokens": (("vllm:generation_tokens_total", "0.4.0", None),),
+    # HTTP status counts of the API server (prometheus-fastapi-instrumentator)
+    "http_requests": (("http_requests_total", "0.4.0", None),),
+}
+
+
+def metric(purpose: str, vllm_version: str) -> str:
+    """The metric name for a purpose in a vLLM version (KeyError: none exports it)."""
+    v = version_tuple(vllm_version)
+    for name, first, gone in METRICS[purpose]:
+        if version_tuple(first) <= v and (gone is None or v < version_tuple(gone)):
+            return name
+    raise KeyError(f"no metric for {purpose} in vLLM {vllm_version}")

@@ -8,6 +8,7 @@ Preflight facts (`Preflight`) are also what onboarding and audits record about a
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 
 from pyinfra.api import FactBase
@@ -15,9 +16,10 @@ from pyinfra.api import FactBase
 REMOTE = Path(__file__).parent / "remote"
 
 
-def python_script(name: str) -> str:
-    """A shell command that runs llmfleet/remote/<name>.py with the host's python3."""
-    return f"python3 - <<'LLMFLEET_EOF'\n{(REMOTE / (name + '.py')).read_text()}LLMFLEET_EOF"
+def python_script(name: str, *args: str) -> str:
+    """A shell command that runs llmfleet/remote/<name>.py with the host's python3 (and args)."""
+    quoted = "".join(" " + shlex.quote(a) for a in args)
+    return f"python3 - {quoted} <<'LLMFLEET_EOF'\n{(REMOTE / (name + '.py')).read_text()}LLMFLEET_EOF"
 
 
 class IsContainer(FactBase[bool]):
@@ -100,6 +102,18 @@ class NvidiaHost(FactBase[dict]):
 
     def command(self) -> str:
         return python_script("nvidia_host")
+
+    def process(self, output) -> dict:
+        return json.loads("\n".join(output))
+
+
+class VllmState(FactBase[dict]):
+    """What is deployed and active for vLLM: the unit's and API key file's sha256, where the
+    environment and model links point, whether the versioned environment and model are complete,
+    and the unit's state. Argument: {"unit", "key_file", "venv_link", "model_link", "env_dir", "model_dir"}."""
+
+    def command(self, paths: dict) -> str:
+        return python_script("vllm_state", json.dumps(paths, sort_keys=True))
 
     def process(self, output) -> dict:
         return json.loads("\n".join(output))

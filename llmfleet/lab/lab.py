@@ -10,7 +10,7 @@ from contextlib import contextmanager
 
 from llmfleet.errors import LabError
 from llmfleet.lab import hosts as labhosts
-from llmfleet.lab import net, services, sh
+from llmfleet.lab import net, services, serving, sh
 from llmfleet.lab.config import BRIDGE, LAB_USER, TOOLS, VM_TOOLS, LabNet, LabPaths, container_name, vm_name
 from llmfleet.lab.images import ensure_image
 from llmfleet.lab.state import Host, LabState
@@ -126,6 +126,7 @@ def up(n_hosts: int, vm: bool, log=print) -> LabState:
             state.services[name] = services.ensure_service(
                 name, state.services.get(name), lnet.gateway, str(lnet.subnet), paths)
         state.save(paths)
+        serving.ensure_all(paths, log)  # vLLM wheels, the tiny model, an API key
 
         wanted = [(container_name(i), i, "container") for i in range(1, n_hosts + 1)]
         if vm:

@@ -13,9 +13,18 @@ from llmfleet.settings import SettingsError, validate
 ROOT = Path(__file__).resolve().parents[2]
 
 
+MODEL = {"name": "llama-3.1-8b-instruct", "version": "2024-07-23", "source": "https://models.internal/l.tar",
+         "sha256": "a" * 64, "torch_dtype": "bfloat16", "num_attention_heads": 32}
+FLAGS = {"dtype": "half", "tensor-parallel-size": 8}
+
+
 def defaults(**override) -> dict:
     data = runpy.run_path(str(ROOT / "group_data" / "all.py"))
-    return {k: v for k, v in data.items() if not k.startswith("__")} | override
+    data = {k: v for k, v in data.items() if not k.startswith("__")} | {"vllm_model": MODEL}
+    flags = override.pop("flags", {})
+    if "vllm_version" in override and "vllm_packages" not in override:
+        override["vllm_packages"] = [f"vllm=={override['vllm_version']}"]
+    return data | {"vllm_flags": data["vllm_flags"] | flags} | override
 
 
 def refused(**override) -> str:
@@ -40,12 +49,12 @@ V100 = "Tesla V100-SXM2-32GB (compute capability 7.0, profile v100_sxm2_32gb_x8)
      "(fix: a 580.x version)"),
     ({"nvidia_kernel_modules": "open"},
      f"nvidia_kernel_modules = 'open': {V100} cannot use the open kernel modules"),
-    ({"gpu_profile": "h200_141gb_x1", "vllm_tensor_parallel_size": 1, "nvidia_driver_version": "535.216.03"},
+    ({"gpu_profile": "h200_141gb_x1", "flags": {"tensor-parallel-size": 1}, "nvidia_driver_version": "535.216.03"},
      "driver branch R535 is older than NVIDIA H200"),
     # CUDA
     ({"cuda_toolkit_version": "13.0"},
      f"cuda_toolkit_version = '13.0': CUDA 13 cannot build for {V100}: its last CUDA is 12.x"),
-    ({"gpu_profile": "h200_141gb_x1", "vllm_tensor_parallel_size": 1, "nvidia_kernel_modules": "open",
+    ({"gpu_profile": "h200_141gb_x1", "flags": {"tensor-parallel-size": 1}, "nvidia_kernel_modules": "open",
       "nvidia_driver_version": "570.195.03", "cuda_toolkit_version": "13.0"},
      "cuda_toolkit_version = '13.0': CUDA 13 needs driver branch R580 or newer, nvidia_driver_version is R570"),
     # clocks: the design notes' `nvidia-smi -ac 2505,1177` for V100
@@ -58,32 +67,34 @@ V100 = "Tesla V100-SXM2-32GB (compute capability 7.0, profile v100_sxm2_32gb_x8)
     ({"gpu_app_clocks": {"memory": 877, "graphics": 1600}},
      "gpu_app_clocks = {'memory': 877, 'graphics': 1600}: not a supported application clock pair"),
     # dtype
-    ({"vllm_dtype": "bfloat16"},
-     f"vllm_dtype = 'bfloat16': bfloat16 needs compute capability 8.0, which {V100} lacks"),
-    ({"vllm_dtype": "auto", "vllm_model_dtype": "bfloat16"},
-     "vllm_dtype = 'auto': 'auto' takes the checkpoint's dtype (vllm_model_dtype = 'bfloat16')"),
+    ({"flags": {"dtype": "bfloat16"}},
+     f"vllm_flags.dtype = 'bfloat16': bfloat16 needs compute capability 8.0, which {V100} lacks"),
+    ({"flags": {"dtype": "auto"}},
+     "vllm_flags.dtype = 'auto': 'auto' takes the checkpoint's dtype (vllm_model.torch_dtype = 'bfloat16')"),
     # quantization
-    ({"vllm_quantization": "awq"},
-     f"vllm_quantization = 'awq': its kernels need compute capability 7.5, which {V100} lacks "
+    ({"flags": {"quantization": "awq"}},
+     f"vllm_flags.quantization = 'awq': its kernels need compute capability 7.5, which {V100} lacks "
      "(fix: a checkpoint quantized with gptq, or none)"),
-    ({"vllm_quantization": "gptq_marlin"},
-     "vllm_quantization = 'gptq_marlin': its kernels need compute capability 8.0"),
-    ({"vllm_quantization": "awq_marlin"}, "vllm_quantization = 'awq_marlin': its kernels need compute capability 8.0"),
-    ({"vllm_quantization": "bitsy"}, "vllm_quantization = 'bitsy': not in llmfleet's table"),
+    ({"flags": {"quantization": "gptq_marlin"}},
+     "vllm_flags.quantization = 'gptq_marlin': its kernels need compute capability 8.0"),
+    ({"flags": {"quantization": "awq_marlin"}},
+     "vllm_flags.quantization = 'awq_marlin': its kernels need compute capability 8.0"),
+    ({"flags": {"quantization": "bitsy"}}, "vllm_flags.quantization = 'bitsy': not in llmfleet's table"),
     # fp8 KV cache with a V1-engine vLLM
-    ({"vllm_kv_cache_dtype": "fp8"},
-     "vllm_kv_cache_dtype = 'fp8': vLLM 0.19.1 runs the V1 engine on " + V100),
-    ({"vllm_kv_cache_dtype": "fp8_e5m2", "vllm_version": "0.10.2"}, "vllm_kv_cache_dtype = 'fp8_e5m2'"),
+    ({"flags": {"kv-cache-dtype": "fp8"}},
+     "vllm_flags.kv-cache-dtype = 'fp8': vLLM 0.19.1 runs the V1 engine on " + V100),
+    ({"flags": {"kv-cache-dtype": "fp8_e5m2"}, "vllm_version": "0.10.2"}, "vllm_flags.kv-cache-dtype = 'fp8_e5m2'"),
     # vLLM / PyTorch without sm_70
     ({"vllm_version": "0.20.0"},
      f"vllm_version = '0.20.0': vLLM 0.20.0 has no kernels for {V100}: its wheels start at compute capability 7.5"),
     ({"vllm_version": "0.99.0"}, "vllm_version = '0.99.0': not in llmfleet's compatibility table"),
     ({"vllm_torch_version": "2.11.0"}, "vllm_torch_version = '2.11.0': PyTorch 2.11.0 has no sm_70 kernels"),
     # tensor parallelism
-    ({"vllm_tensor_parallel_size": 16}, "vllm_tensor_parallel_size = 16: more than the 8 GPUs of profile"),
-    ({"vllm_tensor_parallel_size": 3, "vllm_model_attention_heads": 32},
-     "vllm_tensor_parallel_size = 3: does not divide the model's 32 attention heads (vllm_model_attention_heads) "
-     "(fix: one of [1, 2, 4, 8])"),
+    ({"flags": {"tensor-parallel-size": 16}},
+     "vllm_flags.tensor-parallel-size = 16: more than the 8 GPUs of profile"),
+    ({"flags": {"tensor-parallel-size": 3}},
+     "vllm_flags.tensor-parallel-size = 3: does not divide the model's 32 attention heads "
+     "(vllm_model.num_attention_heads) (fix: one of [1, 2, 4, 8])"),
     # the profile itself
     ({"gpu_profile": "v100"}, "gpu_profile = 'v100': no such profile in gpu_profiles (fix: one of h200_141gb_x1, "),
 ])
@@ -95,30 +106,31 @@ def test_guardrail_refuses_with_message(override, expected):
 
 def test_fixes_named_by_the_guardrails_are_accepted():
     """The fix each message names is itself valid (no guardrail sends the user in a circle)."""
-    validate("gpu-7", defaults(vllm_version="0.19.1", vllm_dtype="half", vllm_quantization="gptq",
-                               vllm_kv_cache_dtype="auto", vllm_tensor_parallel_size=4, cuda_toolkit_version="12.9",
-                               nvidia_driver_version="580.95.05", gpu_app_clocks={"memory": 877, "graphics": 1290}))
+    validate("gpu-7", defaults(vllm_version="0.19.1", flags={"dtype": "half", "quantization": "gptq",
+                                                             "kv-cache-dtype": "auto", "tensor-parallel-size": 4},
+                               cuda_toolkit_version="12.9", nvidia_driver_version="580.95.05",
+                               gpu_app_clocks={"memory": 877, "graphics": 1290}))
 
 
 def test_fp8_kv_cache_allowed_where_the_v0_engine_runs_volta():
-    validate("gpu-7", defaults(vllm_version="0.10.1", vllm_kv_cache_dtype="fp8"))
+    validate("gpu-7", defaults(vllm_version="0.10.1", flags={"kv-cache-dtype": "fp8"}))
 
 
 def test_h200_allows_what_v100_cannot():
-    validate("gpu-7", defaults(gpu_profile="h200_141gb_x1", vllm_tensor_parallel_size=1, nvidia_kernel_modules="open",
-                               vllm_dtype="bfloat16", vllm_version="0.33.0", vllm_kv_cache_dtype="fp8",
-                               vllm_quantization="awq_marlin", cuda_toolkit_version="13.0",
-                               nvidia_driver_version="580.159.04"))
+    validate("gpu-7", defaults(gpu_profile="h200_141gb_x1", nvidia_kernel_modules="open", vllm_version="0.33.0",
+                               flags={"tensor-parallel-size": 1, "dtype": "bfloat16", "kv-cache-dtype": "fp8",
+                                      "quantization": "awq_marlin"},
+                               cuda_toolkit_version="13.0", nvidia_driver_version="580.159.04"))
 
 
 def test_every_problem_is_reported_at_once():
-    msg = refused(vllm_dtype="bfloat16", vllm_quantization="awq", vllm_tensor_parallel_size=3)
-    assert "vllm_dtype = 'bfloat16'" in msg and "vllm_quantization = 'awq'" in msg
-    assert "vllm_tensor_parallel_size = 3" in msg
+    msg = refused(flags={"dtype": "bfloat16", "quantization": "awq", "tensor-parallel-size": 3})
+    assert "vllm_flags.dtype = 'bfloat16'" in msg and "vllm_flags.quantization = 'awq'" in msg
+    assert "vllm_flags.tensor-parallel-size = 3" in msg
 
 
 def test_no_gpu_profile_skips_gpu_checks():
-    validate("lab-c1", defaults(gpu_profile=None, vllm_dtype="bfloat16"))
+    validate("lab-c1", defaults(gpu_profile=None, flags={"dtype": "bfloat16"}))
 
 
 def test_a_version_given_as_a_number_is_refused_with_the_quoting_fix():

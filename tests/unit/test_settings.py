@@ -10,9 +10,14 @@ from llmfleet.settings import Settings, SettingsError, validate
 ROOT = Path(__file__).resolve().parents[2]
 
 
+MODEL = {"name": "m", "version": "1", "source": "https://models.internal/m-1.tar", "sha256": "a" * 64,
+         "torch_dtype": "float16", "num_attention_heads": 32}
+
+
 def all_defaults() -> dict:
+    """group_data/all.py, with a model (the fleet must name the one it serves)."""
     data = runpy.run_path(str(ROOT / "group_data" / "all.py"))
-    return {k: v for k, v in data.items() if not k.startswith("__")}
+    return {k: v for k, v in data.items() if not k.startswith("__")} | {"vllm_model": MODEL}
 
 
 def test_defaults_in_group_data_all_are_valid_and_complete():

@@ -1,0 +1,67 @@
+"""Run on a host (python3, standard library, as root): wait until vLLM is ready, i.e. /health
+answers 200 and a 1-token completion comes back (/health can answer while the engine is hung:
+vLLM issues #39863, PR #36451). Arguments: port, served model name, timeout in seconds, the
+NRestarts of vllm.service when it was (re)started, and the API key file (or "-").
+Prints one JSON object: {"ok": bool, "seconds": float, "why": str}. Never prints the key.
+"""
+
+import json
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+port, name, timeout_s, restarts0, key_file = sys.argv[1], sys.argv[2], float(sys.argv[3]), int(sys.argv[4]), \
+    sys.argv[5]
+key = None
+if key_file != "-":
+    for line in open(key_file):
+        if line.startswith("VLLM_API_KEY="):
+            key = line.split("=", 1)[1].strip()
+base = f"http://127.0.0.1:{port}"
+start = time.monotonic()
+
+
+def unit(prop):
+    return subprocess.run(["systemctl", "show", "-p", prop, "--value", "vllm.service"], capture_output=True,
+                          text=True).stdout.strip()
+
+
+def journal():
+    out = subprocess.run(["journalctl", "-u", "vllm.service", "-n", "12", "--no-pager", "-o", "cat"],
+                         capture_output=True, text=True).stdout
+    return " | ".join(line.strip() for line in out.splitlines() if line.strip())[-1500:]
+
+
+def done(ok, why=""):
+    print(json.dumps({"ok": ok, "seconds": round(time.monotonic() - start, 1), "why": why}))
+    sys.exit(0)
+
+
+last = "no answer yet"
+while time.monotonic() - start < timeout_s:
+    restarts, state = int(unit("NRestarts") or 0), unit("ActiveState")
+    if restarts > restarts0 or state == "failed":
+        done(False, f"vllm.service exited while starting ({state}, {restarts - restarts0} restart(s)); "
+                    f"its log: {journal()}")
+    try:
+        with urllib.request.urlopen(base + "/health", timeout=5) as r:
+            health = r.status
+        if health == 200:
+            body = json.dumps({"model": name, "prompt": "ping", "max_tokens": 1}).encode()
+            req = urllib.request.Request(base + "/v1/completions", data=body,
+                                         headers={"Content-Type": "application/json"})
+            if key:
+                req.add_header("Authorization", "Bearer " + key)
+            with urllib.request.urlopen(req, timeout=30) as r:
+                answer = json.load(r)
+            if answer.get("usage", {}).get("completion_tokens") == 1:
+                done(True)
+            last = f"completion without a token: {str(answer)[:200]}"
+    except urllib.error.HTTPError as exc:
+        last = f"HTTP {exc.code} from {exc.url}"
+    except (OSError, ValueError) as exc:
+        last = f"{type(exc).__name__}: {exc}"
+    time.sleep(2)
+done(False, f"not ready within {timeout_s:.0f}s (vllm_ready_timeout_s); last: {last}; its log: {journal()}")

@@ -1,0 +1,171 @@
+"""The vLLM service as data: the command line, environment and unit rendered from group data, the
+paths of the versioned environment and model, and the flag checks that need no host.
+
+Pure functions of the settings: the deploy (operations/vllm.py), verify (verify/test_vllm.py) and
+the monitoring hand-off use the same ones, so what is checked is what was rendered.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from jinja2 import Environment, FileSystemLoader, StrictUndefined
+
+from llmfleet import compat
+
+if TYPE_CHECKING:
+    from llmfleet.settings import Settings
+
+TEMPLATES = Path(__file__).resolve().parent.parent / "templates" / "vllm"
+UNIT_NAME = "vllm.service"
+UNIT_PATH = f"/etc/systemd/system/{UNIT_NAME}"
+CONF_DIR = "/etc/llmfleet/vllm"
+API_KEY_FILE = f"{CONF_DIR}/api-key.env"  # root:root 0600, read by systemd (EnvironmentFile)
+STATE_DIR_NAME = "vllm"  # /var/lib/vllm (StateDirectory), /var/cache/vllm (CacheDirectory)
+# flags llmfleet renders from their own settings; in vllm_flags they would be given twice
+RESERVED_FLAGS = {"model": "vllm_model", "served-model-name": "vllm_served_model_name", "host": "vllm_host",
+                  "port": "vllm_port", "api-key": "vllm_api_key_file"}
+
+
+def flag_name(key: str) -> str:
+    """vLLM's parser takes --max_model_len and --max-model-len alike; llmfleet writes dashes."""
+    return key.strip().lstrip("-").replace("_", "-")
+
+
+def flags(settings: Settings) -> dict:
+    """vllm_flags with names normalised (dashes)."""
+    return {flag_name(k): v for k, v in settings.vllm_flags.items()}
+
+
+def flag_args(settings: Settings) -> list[str]:
+    """vllm_flags as arguments: True -> --flag, False -> --no-flag, None -> left out, lists repeat."""
+    out: list[str] = []
+    for name, value in flags(settings).items():
+        if value is None:
+            continue
+        if value is True:
+            out.append(f"--{name}")
+        elif value is False:
+            out.append(f"--no-{name}")
+        elif isinstance(value, (list, tuple)):
+            out += [f"--{name}", *[str(v) for v in value]]
+        elif isinstance(value, dict):
+            out += [f"--{name}", json.dumps(value, separators=(",", ":"))]
+        else:
+            out += [f"--{name}", str(value)]
+    return out
+
+
+def env_id(settings: Settings) -> str:
+    """The versioned environment's name: a hash of what is installed into it."""
+    spec = json.dumps({"packages": list(settings.vllm_packages), "remove": list(settings.vllm_pip_remove)})
+    return hashlib.sha256(spec.encode()).hexdigest()[:12]
+
+
+def envs_dir(settings: Settings) -> str:
+    return str(Path(settings.vllm_venv).parent / "envs")
+
+
+def env_dir(settings: Settings) -> str:
+    """/opt/llmfleet/vllm/envs/<id>: one per package set; `vllm_venv` (a link) names the active one."""
+    return f"{envs_dir(settings)}/{env_id(settings)}"
+
+
+def model_root(settings: Settings) -> str:
+    return f"{settings.vllm_models_dir}/{settings.vllm_model.name}"
+
+
+def model_dir(settings: Settings) -> str:
+    """/data/models/<name>/<version>; `current` beside it names the one served."""
+    return f"{model_root(settings)}/{settings.vllm_model.version}"
+
+
+def model_link(settings: Settings) -> str:
+    return f"{model_root(settings)}/current"
+
+
+def server_args(settings: Settings) -> list[str]:
+    """The server's whole argument list after `python -m vllm.entrypoints.openai.api_server`."""
+    return ["--model", model_link(settings), "--served-model-name", settings.vllm_served_model_name,
+            "--host", settings.vllm_host, "--port", str(settings.vllm_port), *flag_args(settings)]
+
+
+def command(settings: Settings) -> list[str]:
+    # `python -m ...api_server` works for every vLLM build (the CPU build's `vllm` script does not)
+    return [f"{env_dir(settings)}/bin/python3", "-m", "vllm.entrypoints.openai.api_server", *server_args(settings)]
+
+
+_SAFE = re.compile(r"^[A-Za-z0-9_@%+=:,./-]+$")
+
+
+def systemd_quote(word: str) -> str:
+    """One word for a systemd command line or Environment= (quoted where needed, % and $ escaped)."""
+    word = word.replace("%", "%%").replace("$", "$$")
+    if _SAFE.match(word):
+        return word
+    return '"' + word.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def render_unit(settings: Settings, gpu: bool) -> str:
+    env = Environment(loader=FileSystemLoader(str(TEMPLATES)), undefined=StrictUndefined, keep_trailing_newline=True,
+                      trim_blocks=True, lstrip_blocks=True)
+    env.filters["systemd_quote"] = systemd_quote
+    return env.get_template(UNIT_NAME + ".j2").render(
+        served_model_name=settings.vllm_served_model_name, vllm_version=settings.vllm_version, gpu=gpu,
+        user=settings.service_user, env=dict(settings.vllm_env), api_key_file=API_KEY_FILE if
+        settings.vllm_api_key_file else None, exec_start=" ".join(systemd_quote(w) for w in command(settings)),
+        start_timeout_s=settings.vllm_ready_timeout_s, limits_nofile=settings.limits_nofile,
+        limits_memlock="infinity" if settings.limits_memlock == "unlimited" else settings.limits_memlock,
+        start_limit_burst=settings.vllm_start_limit_burst, start_limit_interval_s=settings.vllm_start_limit_interval_s,
+        state_dir=f"/var/lib/{STATE_DIR_NAME}", state_dir_name=STATE_DIR_NAME)
+
+
+def api_key_env(settings: Settings) -> str | None:
+    """The content of the root-only environment file (None: no API key)."""
+    if not settings.vllm_api_key_file:
+        return None
+    key = Path(settings.vllm_api_key_file).read_text().strip()
+    return f"VLLM_API_KEY={key}\n"
+
+
+def static_flag_problems(settings: Settings) -> list[str]:
+    """Flags wrong for the pinned version, found without a host: reserved ones, and the names the
+    compatibility table knows to be misspelt, removed or never real (each with its fix)."""
+    problems = []
+    version = compat.version_tuple(settings.vllm_version)
+    for name in flags(settings):
+        if name in RESERVED_FLAGS:
+            problems.append(f"vllm_flags.{name}: set by llmfleet from {RESERVED_FLAGS[name]} "
+                            f"(fix: remove it from vllm_flags and set {RESERVED_FLAGS[name]})")
+            continue
+        row = compat.FLAG_FIXES.get(name)
+        if row is None:
+            continue
+        valid_from, valid_until, fix = row
+        exists = valid_from is not None and compat.version_tuple(valid_from) <= version and (
+            valid_until is None or version < compat.version_tuple(valid_until))
+        if not exists:
+            problems.append(f"vllm_flags.{name}: not an option of vLLM {settings.vllm_version} (fix: {fix})")
+    return problems
+
+
+def host_flag_problems(settings: Settings, report: dict) -> list[str]:
+    """Problems the installed vLLM's own parser found (report: llmfleet/remote/vllm_flags.py's output)."""
+    problems = []
+    options = report.get("options", [])
+    for flag in report.get("unknown", []):
+        name = flag_name(flag.split("=", 1)[0])
+        row = compat.FLAG_FIXES.get(name)
+        close = difflib.get_close_matches(f"--{name}", options, n=1, cutoff=0.75)
+        fix = row[2] if row else (f"did you mean {close[0]}?" if close else "see `python -m "
+                                  "vllm.entrypoints.openai.api_server --help` in the vLLM environment")
+        problems.append(f"vllm_flags.{name}: vLLM {report.get('version')} installed on the host has no {flag} "
+                        f"(fix: {fix})")
+    if report.get("error"):
+        problems.append(f"vllm_flags: vLLM {report.get('version')} refuses the arguments: {report['error']}")
+    return problems

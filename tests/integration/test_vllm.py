@@ -1,0 +1,180 @@
+"""vLLM serving for real on the lab's container hosts (the CPU build, the tiny model): rolling
+restarts that keep N - max_unavailable hosts answering, bad input that stops before any restart,
+a model that fails to load switched back, a killed server brought back by systemd, and a second
+deploy that restarts nothing."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+from conftest import BIN, LAB_ENV, ROOT, lab_ssh, run, state
+
+from llmfleet.lab import poller
+
+REPORTS = ROOT / "reports"
+
+
+def containers() -> dict[str, str]:
+    return {name: h["address"] for name, h in sorted(state()["hosts"].items()) if h["kind"] == "container"}
+
+
+def api_key() -> str:
+    return (Path(LAB_ENV["LLMFLEET_LAB_DIR"]) / "api-key").read_text().strip()
+
+
+def complete(address: str, key: str | None, max_tokens: int = 1) -> int | str:
+    return poller.complete(address, key, "tiny-llama", max_tokens=max_tokens)
+
+
+def main_pids() -> dict[str, str]:
+    return {name: lab_ssh(name, "systemctl show -p MainPID --value vllm.service").stdout.strip()
+            for name in containers()}
+
+
+def deploy(*data: str, check: bool = True):
+    args = [a for kv in data for a in ("--data", kv)]
+    return run(str(BIN / "pyinfra"), "inventories/lab.py", "deploy.py", "-y", *args, check=check, timeout=1800)
+
+
+@pytest.fixture(scope="module")
+def serving(lab, deployed):
+    """Every container host serving the group data's version (a deploy that changes nothing when
+    the session's first deploy already did it; earlier tests may have recreated a host)."""
+    deploy()
+    return containers()
+
+
+def test_every_container_host_serves_the_tiny_model(serving, deployed):
+    key = api_key()
+    for name, address in serving.items():
+        assert complete(address, key, max_tokens=8) == 8, name
+        assert complete(address, None) == "HTTP 401", f"{name}: /v1 answered without the API key"
+    assert "[lab-vm1] vllm: skipped: vllm_enabled is False for this host" in deployed.output
+    # the key never lands in the deploy's output, the unit, or a world-readable file
+    assert key not in deployed.output
+    for name in serving:
+        leak = lab_ssh(name, f"grep -rl {key} /etc/systemd /var/log /tmp /home 2>/dev/null; "
+                             "stat -c '%a %U' /etc/llmfleet/vllm/api-key.env", check=False)
+        assert leak.stdout.split() == ["600", "root"], (name, leak.stdout)
+
+
+def test_a_flag_change_rolls_in_batches_while_the_others_serve(serving):
+    n = len(serving)
+    before = main_pids()
+    REPORTS.mkdir(exist_ok=True)
+    with poller.Poller(containers(), api_key(), "tiny-llama") as watch:
+        t0 = time.monotonic()
+        proc = deploy('vllm_flags={"dtype": "float32", "max-model-len": 1024, "enforce-eager": true, '
+                      '"max-num-seqs": 16}')
+        deploy_s = round(time.monotonic() - t0, 1)
+        time.sleep(2)
+    after = main_pids()
+    (REPORTS / "vllm_roll_timeline.json").write_text(json.dumps(
+        {"deploy_s": deploy_s, "longest_below_n_s": watch.longest_below(n), "timeline": watch.timeline}))
+    assert all(before[h] != after[h] for h in serving), (before, after)
+    assert proc.stdout.count("vllm: ready in") == n
+    assert watch.fewest() >= n - 1, f"fewer than {n - 1} hosts answered at some moment: {watch.timeline}"
+    assert len(watch.timeline) > 20 and watch.longest_below(n) > 0  # the poller did see the restarts
+    for name in serving:
+        args = lab_ssh(name, "tr '\\0' ' ' < /proc/$(systemctl show -p MainPID --value vllm.service)/cmdline").stdout
+        assert "--max-num-seqs 16" in args, (name, args)
+
+
+def test_a_second_deploy_restarts_nothing(serving):
+    data = 'vllm_flags={"dtype": "float32", "max-model-len": 1024, "enforce-eager": true, "max-num-seqs": 16}'
+    before = main_pids()
+    plan = run(str(BIN / "pyinfra"), "inventories/lab.py", "deploy.py", "--dry", "--json", "--data", data)
+    changed = [p for p in json.loads(plan.stdout)["plan"] if p["hosts_with_change"] or
+               p["hosts_with_conditional_change"]]
+    assert changed == [], changed
+    proc = deploy(data)
+    assert "vllm: restart" not in proc.stdout
+    assert main_pids() == before
+
+
+@pytest.mark.parametrize("data,message", [
+    ('vllm_flags={"dtype": "float32", "max-model-len": 1024, "scheduler-policy": "fcfs"}',
+     "vllm_flags.scheduler-policy: not an option of vLLM 0.32.0 (fix: the option is --scheduling-policy"),
+    ('vllm_flags={"dtype": "float32", "max-model-len": 1024, "max-waiting-time": 5}',
+     "vllm_flags.max-waiting-time: not an option of vLLM 0.32.0 (fix: no vLLM version has it"),
+    ('vllm_flags={"dtype": "float32", "max-model-len": 1024, "max-num-seqz": 16}',
+     "vllm_flags.max-num-seqz: vLLM 0.32.0 installed on the host has no --max-num-seqz (fix: did you mean "
+     "--max-num-seqs?)"),
+    ('vllm_flags={"dtype": "float32", "max-model-len": "lots"}',
+     "vllm_flags: vLLM 0.32.0 refuses the arguments: argument --max-model-len"),
+])
+def test_a_bad_flag_stops_before_any_restart(serving, data, message):
+    before = main_pids()
+    proc = deploy(data, check=False)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1 and message in out, out[-3000:]
+    assert "vllm: ready in" not in out
+    assert main_pids() == before
+
+
+def test_a_broken_model_checksum_stops_before_any_host_is_touched(serving, tmp_path):
+    before = main_pids()
+    bad_pin = run(str(BIN / "python"), "-c", "import json,runpy; print(json.dumps(runpy.run_path("
+                  "'group_data/lab.py')['vllm_model'] | {'version': '2', 'sha256': '0' * 64}))").stdout.strip()
+    proc = deploy(f"vllm_model={bad_pin}", check=False)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1 and "vllm_model.sha256 = '" + "0" * 64 + "'" in out, out[-3000:]
+    assert "--> Starting operation" not in out
+    # a damaged file in the source folder: refused on this machine too, before any host
+    src = json.loads(bad_pin)["source"].removeprefix("file://")
+    damaged = tmp_path / "model"
+    run("cp", "-a", src, str(damaged))
+    (damaged / "config.json").write_text((damaged / "config.json").read_text().replace("silu", "gelu"))
+    model = json.loads(bad_pin) | {"source": f"file://{damaged}", "sha256": run(
+        "sh", "-c", f"sha256sum {damaged}/SHA256SUMS | cut -d' ' -f1").stdout.strip()}
+    proc = deploy(f"vllm_model={json.dumps(model)}", check=False)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1 and "config.json does not match its SHA256SUMS entry" in out, out[-3000:]
+    assert main_pids() == before
+
+
+def test_a_model_that_fails_to_load_is_switched_back_and_stops_the_roll(serving):
+    before = main_pids()
+    key = api_key()
+    # a context longer than the model's 1024 positions: the parser accepts it, loading fails
+    proc = deploy('vllm_flags={"dtype": "float32", "max-model-len": 4096, "enforce-eager": true, '
+                  '"max-num-seqs": 16}', check=False)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1, out[-3000:]
+    assert "vllm.service exited while starting" in out and "switched back to the previous version, which is " \
+        "serving again" in out, out[-4000:]
+    assert out.count("not restarted: the roll stopped after") == len(serving) - 1, out[-4000:]
+    after = main_pids()
+    assert sum(before[h] != after[h] for h in serving) == 1, (before, after)  # only the first host restarted
+    for name, address in serving.items():
+        assert complete(address, key) == 1, f"{name} does not serve after the stopped roll"
+
+
+def test_a_killed_server_is_brought_back_by_systemd(lab, serving):
+    name, address = next(iter(serving.items()))
+    pid = main_pids()[name]
+    lab_ssh(name, f"sudo kill -9 {pid}")
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        new = main_pids()[name]
+        if new not in ("0", pid) and complete(address, api_key()) == 1:
+            break
+        time.sleep(2)
+    else:
+        pytest.fail(f"{name}: vLLM not back within 300 s after kill -9")
+    restarts = lab_ssh(name, "systemctl show -p NRestarts --value vllm.service").stdout.strip()
+    assert int(restarts) >= 1
+    proc = run(str(BIN / "pytest"), "verify/test_vllm.py", "-p", "no:cacheprovider", "-q",
+               "--hosts=" + ",".join(h for h in lab.testinfra_hosts().split(",") if f"//{name}?" in h),
+               "--data", 'vllm_flags={"dtype": "float32", "max-model-len": 1024, "enforce-eager": true, '
+                         '"max-num-seqs": 16}', check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+
+
+def test_back_to_group_data(serving):
+    """Leave the lab as group data describes (a roll back to the defaults)."""
+    proc = deploy()
+    assert proc.stdout.count("vllm: ready in") == len(serving)
