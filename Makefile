@@ -30,6 +30,11 @@ demo: sysdeps venv
 	$(BIN)/pyinfra inventories/lab.py deploy.py -y
 	$(BIN)/pytest verify/ -p no:cacheprovider --hosts="$$($(BIN)/llmfleet lab hosts --testinfra)"
 	$(BIN)/llmfleet lab status
+	@echo "Each container host serves the lab's tiny model; a completion from lab-c1:"
+	@curl -sS http://10.77.0.11:8000/v1/completions -H "Authorization: Bearer $$(cat /var/lib/llmfleet/lab/api-key)" \
+	  -H 'Content-Type: application/json' -d '{"model": "tiny-llama", "prompt": "The fleet", "max_tokens": 8}'; echo
+	@echo "Try it yourself:"
+	@echo "  curl http://10.77.0.11:8000/v1/completions -H \"Authorization: Bearer \$$(cat /var/lib/llmfleet/lab/api-key)\" -H 'Content-Type: application/json' -d '{\"model\": \"tiny-llama\", \"prompt\": \"The fleet\", \"max_tokens\": 8}'"
 	@echo "The lab stays up: try 'pyinfra inventories/lab.py exec -- uname -r'; remove it with 'make lab-down'."
 
 unit: venv

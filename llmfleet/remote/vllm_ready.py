@@ -6,6 +6,7 @@ Prints one JSON object: {"ok": bool, "seconds": float, "why": str}. Never prints
 """
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -29,9 +30,15 @@ def unit(prop):
 
 
 def journal():
-    out = subprocess.run(["journalctl", "-u", "vllm.service", "-n", "12", "--no-pager", "-o", "cat"],
+    """The server's own error line (the last line naming an error that is not systemd's), then the
+    last lines of its log."""
+    out = subprocess.run(["journalctl", "-u", "vllm.service", "-n", "40", "--no-pager", "-o", "cat"],
                          capture_output=True, text=True).stdout
-    return " | ".join(line.strip() for line in out.splitlines() if line.strip())[-1500:]
+    lines = [line.strip() for line in out.splitlines() if line.strip()]
+    own = [line for line in lines if re.search(r"[A-Za-z]*Error\b|\berror\b", line)
+           and not line.startswith(("vllm.service:", "File ", "[", "Stopped ", "Started "))]
+    tail = " | ".join(lines[-6:])[-600:]
+    return (f"{own[-1][:400]} (log tail: {tail})") if own else f"log tail: {tail}"
 
 
 def done(ok, why=""):
@@ -44,7 +51,7 @@ while time.monotonic() - start < timeout_s:
     restarts, state = int(unit("NRestarts") or 0), unit("ActiveState")
     if restarts > restarts0 or state == "failed":
         done(False, f"vllm.service exited while starting ({state}, {restarts - restarts0} restart(s)); "
-                    f"its log: {journal()}")
+                    f"{journal()}")
     try:
         with urllib.request.urlopen(base + "/health", timeout=5) as r:
             health = r.status
@@ -64,4 +71,4 @@ while time.monotonic() - start < timeout_s:
     except (OSError, ValueError) as exc:
         last = f"{type(exc).__name__}: {exc}"
     time.sleep(2)
-done(False, f"not ready within {timeout_s:.0f}s (vllm_ready_timeout_s); last: {last}; its log: {journal()}")
+done(False, f"not ready within {timeout_s:.0f}s (vllm_ready_timeout_s); last: {last}; {journal()}")

@@ -6,7 +6,9 @@ deploy that restarts nothing."""
 from __future__ import annotations
 
 import json
+import re
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -52,7 +54,7 @@ def test_every_container_host_serves_the_tiny_model(serving, deployed):
     for name, address in serving.items():
         assert complete(address, key, max_tokens=8) == 8, name
         assert complete(address, None) == "HTTP 401", f"{name}: /v1 answered without the API key"
-    assert "[lab-vm1] vllm: skipped: vllm_enabled is False for this host" in deployed.output
+    assert "[lab-vm1] vllm: skipped: vllm_enabled is False for this host" in " ".join(deployed.output.split())
     # the key never lands in the deploy's output, the unit, or a world-readable file
     assert key not in deployed.output
     for name in serving:
@@ -109,7 +111,7 @@ def test_a_second_deploy_restarts_nothing(serving):
 def test_a_bad_flag_stops_before_any_restart(serving, data, message):
     before = main_pids()
     proc = deploy(data, check=False)
-    out = proc.stdout + proc.stderr
+    out = " ".join((proc.stdout + proc.stderr).split())
     assert proc.returncode == 1 and message in out, out[-3000:]
     assert "vllm: ready in" not in out
     assert main_pids() == before
@@ -178,3 +180,17 @@ def test_back_to_group_data(serving):
     """Leave the lab as group data describes (a roll back to the defaults)."""
     proc = deploy()
     assert proc.stdout.count("vllm: ready in") == len(serving)
+
+
+def test_monitoring_hand_off_matches_the_lab(serving, tmp_path):
+    import yaml
+
+    run(str(BIN / "llmfleet"), "monitoring", "--inventory", "inventories/lab.py", "--out", str(tmp_path))
+    targets = yaml.safe_load((tmp_path / "vllm-targets.yml").read_text())
+    assert {t["labels"]["host"]: t["targets"] for t in targets} == {n: [f"{a}:8000"] for n, a in serving.items()}
+    rules = (tmp_path / "vllm-alerts.yml").read_text()
+    address = next(iter(serving.values()))
+    with urllib.request.urlopen(f"http://{address}:8000/metrics", timeout=10) as r:
+        exported = r.read().decode()
+    used = set(re.findall(r"\b((?:vllm:)?[a-z0-9_]+(?:_total|_perc|_waiting|_seconds))(?:_bucket)?\{", rules))
+    assert used and all(name in exported for name in used), (used, "missing from /metrics")
