@@ -43,7 +43,7 @@ unit: venv
 	cd tests/ops && ../../$(BIN)/pytest -q -p no:cacheprovider -p no:anyio .
 
 integration: sysdeps venv
-	$(BIN)/pytest tests/integration -q -p no:cacheprovider
+	$(BIN)/pytest tests/integration -q -p no:cacheprovider --durations=30
 
 test: lint unit integration
 

@@ -12,6 +12,7 @@ activate   when the unit, environment, model or key differ from what is active: 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import shlex
@@ -21,7 +22,8 @@ from urllib.parse import urlparse
 
 from pyinfra import host, logger
 from pyinfra.api import FunctionCommand, OperationValueError, StringCommand, deploy, operation
-from pyinfra.operations import files, server
+from pyinfra.facts.files import File
+from pyinfra.operations import files, server, systemd
 
 from llmfleet import vllm
 from llmfleet.facts import VllmState, python_script
@@ -66,25 +68,31 @@ def environment_installed(settings: Settings) -> None:
 
 def local_model_files(settings: Settings) -> dict[str, Path]:
     """Files of a file:// model source, checked here against its SHA256SUMS and the pinned sha256
-    of SHA256SUMS before any host is touched."""
-    model = settings.vllm_model
-    root = Path(urlparse(model.source).path)
+    of SHA256SUMS before any host is touched (once per run, however many hosts need it)."""
+    try:
+        return _checked_model_files(settings.vllm_model.source, settings.vllm_model.sha256)
+    except OperationValueError as exc:
+        raise OperationValueError(f"host {host.name}: {exc}") from None
+
+
+@functools.lru_cache(maxsize=8)
+def _checked_model_files(source: str, sha256: str) -> dict[str, Path]:
+    root = Path(urlparse(source).path)
     manifest = root / MANIFEST
-    where = f"vllm_model.source = {model.source!r}"
+    where = f"vllm_model.source = {source!r}"
     if not manifest.is_file():
-        raise OperationValueError(f"host {host.name}: {where}: no {MANIFEST} in the folder "
-                                  f"(fix: cd {root} && sha256sum * > {MANIFEST})")
+        raise OperationValueError(f"{where}: no {MANIFEST} in the folder (fix: cd {root} && sha256sum * > {MANIFEST})")
     got = hashlib.sha256(manifest.read_bytes()).hexdigest()
-    if got != model.sha256:
-        raise OperationValueError(f"host {host.name}: vllm_model.sha256 = {model.sha256!r}: {root}/{MANIFEST} has "
-                                  f"sha256 {got} (fix: pin the sha256 of the model you mean to serve)")
+    if got != sha256:
+        raise OperationValueError(f"vllm_model.sha256 = {sha256!r}: {root}/{MANIFEST} has sha256 {got} "
+                                  "(fix: pin the sha256 of the model you mean to serve)")
     listed = {}
     for line in manifest.read_text().splitlines():
         digest, name = line.split(maxsplit=1)
         name = name.lstrip("*")
         path = root / name
         if not path.is_file() or hashlib.sha256(path.read_bytes()).hexdigest() != digest:
-            raise OperationValueError(f"host {host.name}: {where}: {name} does not match its {MANIFEST} entry "
+            raise OperationValueError(f"{where}: {name} does not match its {MANIFEST} entry "
                                       "(fix: restore the file, or rebuild the model and pin its new sha256)")
         listed[name] = path
     return listed
@@ -255,10 +263,13 @@ def serve(settings: Settings, gpu: bool):
         why = "vllm: skipped: vllm_enabled is False for this host"
         host.noop(why)
         host.log_styled(why, fg="yellow", log_func=logger.info)
+        if host.get_fact(File, path=vllm.UNIT_PATH):  # it served before: it must not any more
+            systemd.service(name="vllm: stopped and disabled (vllm_enabled is False)", service=vllm.UNIT_NAME,
+                            running=False, enabled=False)
         return
-    if urlparse(settings.vllm_model.source).scheme == "file":
-        local_model_files(settings)  # a wrong pin or a damaged model stops the deploy before any change
     state = host.get_fact(VllmState, paths=_paths(settings))
+    if not state["model_ready"] and urlparse(settings.vllm_model.source).scheme == "file":
+        local_model_files(settings)  # a wrong pin or a damaged model stops the deploy before any change
     if not state["env_ready"]:
         environment_installed(settings)
     if not state["model_ready"]:
