@@ -37,6 +37,11 @@ vllm_flags = {
 }
 vllm_env = {
     "VLLM_CPU_KVCACHE_SPACE": "1",  # GiB of KV cache in host memory
+    # three servers and a VM share this machine's 2 cores: one thread each, no pinning to cores,
+    # and OpenMP threads that sleep instead of spinning between steps
+    "VLLM_CPU_OMP_THREADS_BIND": "nobind",
+    "OMP_NUM_THREADS": "1",
+    "OMP_WAIT_POLICY": "PASSIVE",
     "VLLM_NO_USAGE_STATS": "1",
     "DO_NOT_TRACK": "1",
 }
