@@ -177,8 +177,10 @@ def _put_secret(host, content: str, dest: str) -> bool:
 
 def _switch(host, unit_text: str, key_env: str | None, links: dict[str, str]) -> bool:
     q = shlex.quote
+    key, prev_key = vllm.API_KEY_FILE, vllm.API_KEY_FILE + ".prev"
     ok, _ = _run(host, f"install -d -m 755 {vllm.CONF_DIR} && if [ -e {vllm.UNIT_PATH} ]; then "
-                       f"cp -a {vllm.UNIT_PATH} {vllm.CONF_DIR}/vllm.service.prev; fi")
+                       f"cp -a {vllm.UNIT_PATH} {vllm.CONF_DIR}/vllm.service.prev; fi && rm -f {prev_key} && "
+                       f"if [ -e {key} ]; then cp -a {key} {prev_key}; fi")
     if not ok or not host.put_file(StringIO(unit_text), vllm.UNIT_PATH, _sudo=True):
         return False
     if key_env is not None:
@@ -220,7 +222,9 @@ def _roll_out(state, host, settings: Settings, unit_text: str, previous: dict) -
             return True
         why = ready["why"]
         if previous.get("unit_existed") and previous.get("venv_target") and previous.get("model_target"):
-            _run(host, f"cp -a {vllm.CONF_DIR}/vllm.service.prev {vllm.UNIT_PATH}")
+            key, prev_key = vllm.API_KEY_FILE, vllm.API_KEY_FILE + ".prev"
+            _run(host, f"cp -a {vllm.CONF_DIR}/vllm.service.prev {vllm.UNIT_PATH} && "
+                       f"if [ -e {prev_key} ]; then cp -a {prev_key} {key}; else rm -f {key}; fi")
             back = {settings.vllm_venv: previous["venv_target"], vllm.model_link(settings): previous["model_target"]}
             for link, target in back.items():
                 _run(host, f"ln -sfn {shlex.quote(target)} {shlex.quote(link)}.new && "
