@@ -37,7 +37,7 @@ def timed(*args: str) -> tuple[float, str]:
     proc = subprocess.run(list(args), cwd=ROOT, capture_output=True, text=True)
     if proc.returncode != 0:
         sys.exit(f"{' '.join(args)} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-2000:]}")
-    return time.monotonic() - started, proc.stdout
+    return time.monotonic() - started, proc.stdout + proc.stderr
 
 
 def main() -> None:

@@ -88,18 +88,6 @@ def test_second_deploy_changes_nothing(lab, deployed):
     assert changing == {}
 
 
-def test_verify_names_a_broken_host_and_deploy_repairs_it(lab, deployed):
-    lab_ssh("lab-c2", "sudo sed -i 's/no-index = true/no-index = false/' /etc/pip.conf")
-    broken = lab.verify(check=False)
-    assert broken.returncode == 1, broken.stdout
-    failed = [ln for ln in broken.stdout.splitlines() if ln.startswith("FAILED")]
-    assert len(failed) == 1 and "lab-c2" in failed[0], broken.stdout
-    assert "lab-c2: pip settings in /etc/pip.conf: expected" in broken.stdout
-    assert "'no-index': 'true'" in broken.stdout and "'no-index': 'false'" in broken.stdout
-    lab.deploy("-y")
-    lab.verify()
-
-
 def test_hosts_reach_only_each_other_and_the_machine(lab):
     script = (
         "import socket\n"

@@ -69,7 +69,8 @@ def test_a_flag_change_rolls_in_batches_while_the_others_serve(serving):
     n = len(serving)
     before = main_pids()
     REPORTS.mkdir(exist_ok=True)
-    with poller.Poller(containers(), api_key(), "tiny-llama") as watch:
+    # one completion per host per second: a client's view that leaves the 2 cores to the servers
+    with poller.Poller(containers(), api_key(), "tiny-llama", interval_s=1.0) as watch:
         t0 = time.monotonic()
         proc = deploy('vllm_flags={"dtype": "float32", "max-model-len": 1024, "enforce-eager": true, '
                       '"max-num-seqs": 16}')
@@ -79,7 +80,7 @@ def test_a_flag_change_rolls_in_batches_while_the_others_serve(serving):
     (REPORTS / "vllm_roll_timeline.json").write_text(json.dumps(
         {"deploy_s": deploy_s, "longest_below_n_s": watch.longest_below(n), "timeline": watch.timeline}))
     assert all(before[h] != after[h] for h in serving), (before, after)
-    assert proc.stdout.count("vllm: ready in") == n
+    assert (proc.stdout + proc.stderr).count("vllm: ready in") == n
     assert watch.fewest() >= n - 1, f"fewer than {n - 1} hosts answered at some moment: {watch.timeline}"
     assert len(watch.timeline) > 20 and watch.longest_below(n) > 0  # the poller did see the restarts
     for name in serving:
@@ -96,7 +97,7 @@ def test_a_second_deploy_restarts_nothing(serving):
                p["hosts_with_conditional_change"]]
     assert changed == [], changed
     proc = deploy(data)
-    assert "vllm: restart" not in proc.stdout
+    assert "vllm: restart" not in proc.stdout + proc.stderr
     assert main_pids() == before
 
 
