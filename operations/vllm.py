@@ -175,8 +175,14 @@ def _put_secret(host, content: str, dest: str) -> bool:
     return ok
 
 
-def _switch(host, unit_text: str, key_env: str | None, links: dict[str, str]) -> bool:
+def _relink(host, link: str, target: str) -> bool:
+    """Point a link at a target atomically (a new link renamed over the old)."""
     q = shlex.quote
+    ok, _ = _run(host, f"ln -sfn {q(target)} {q(link)}.new && mv -T {q(link)}.new {q(link)}")
+    return ok
+
+
+def _switch(host, unit_text: str, key_env: str | None, links: dict[str, str]) -> bool:
     key, prev_key = vllm.API_KEY_FILE, vllm.API_KEY_FILE + ".prev"
     ok, _ = _run(host, f"install -d -m 755 {vllm.CONF_DIR} && if [ -e {vllm.UNIT_PATH} ]; then "
                        f"cp -a {vllm.UNIT_PATH} {vllm.CONF_DIR}/vllm.service.prev; fi && rm -f {prev_key} && "
@@ -188,10 +194,8 @@ def _switch(host, unit_text: str, key_env: str | None, links: dict[str, str]) ->
             return False
     else:
         _run(host, f"rm -f {vllm.API_KEY_FILE}")
-    for link, target in links.items():
-        ok, _ = _run(host, f"ln -sfn {q(target)} {q(link)}.new && mv -T {q(link)}.new {q(link)}")
-        if not ok:
-            return False
+    if not all(_relink(host, link, target) for link, target in links.items()):
+        return False
     ok, _ = _run(host, f"chmod 644 {vllm.UNIT_PATH} && systemctl daemon-reload && systemctl enable -q "
                        f"{vllm.UNIT_NAME} && systemctl reset-failed {vllm.UNIT_NAME} 2>/dev/null; "
                        f"systemctl restart {vllm.UNIT_NAME}")
@@ -227,8 +231,7 @@ def _roll_out(state, host, settings: Settings, unit_text: str, previous: dict) -
                        f"if [ -e {prev_key} ]; then cp -a {prev_key} {key}; else rm -f {key}; fi")
             back = {settings.vllm_venv: previous["venv_target"], vllm.model_link(settings): previous["model_target"]}
             for link, target in back.items():
-                _run(host, f"ln -sfn {shlex.quote(target)} {shlex.quote(link)}.new && "
-                           f"mv -T {shlex.quote(link)}.new {shlex.quote(link)}")
+                _relink(host, link, target)
             _run(host, f"systemctl daemon-reload && systemctl reset-failed {vllm.UNIT_NAME}; "
                        f"systemctl restart {vllm.UNIT_NAME}")
             again = _ready(host, settings)
