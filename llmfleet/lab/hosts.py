@@ -135,8 +135,10 @@ def start_vm(index: int, name: str, address: str, image: Image, paths: LabPaths,
     return host, host_key
 
 
-def ssh_args(paths: LabPaths, name: str, *extra: str) -> list[str]:
-    return ["ssh", "-F", str(paths.ssh_config), "-o", "ConnectTimeout=3", *extra, name]
+def ssh_args(paths: LabPaths, name: str, *extra: str, connect_timeout: int = 3) -> list[str]:
+    """ssh to a lab host. Readiness polls use a short connect timeout; a user's command a longer one
+    (the emulated VM can take several seconds for the banner while the machine is busy)."""
+    return ["ssh", "-F", str(paths.ssh_config), "-o", f"ConnectTimeout={connect_timeout}", *extra, name]
 
 
 def wait_for_ssh(hosts: list[Host], paths: LabPaths) -> None:

@@ -216,4 +216,5 @@ def ssh_command(name: str, command: list[str]) -> list[str]:
     state = load()
     if name not in state.hosts:
         raise LabError(f"no lab host named {name!r}; the lab has: {', '.join(sorted(state.hosts))}")
-    return labhosts.ssh_args(LabPaths.from_env(), name, "-t" if not command else "-T") + command
+    return labhosts.ssh_args(LabPaths.from_env(), name, "-t" if not command else "-T",
+                              connect_timeout=30) + command

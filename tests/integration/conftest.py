@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,7 +46,19 @@ def llmfleet(*args: str, **kw) -> subprocess.CompletedProcess:
 
 
 def lab_ssh(name: str, command: str, **kw) -> subprocess.CompletedProcess:
-    return llmfleet("lab", "ssh", name, "--", command, **kw)
+    """A command on a lab host. ssh's own connection failures (exit 255 with a connection message: the
+    emulated VM answers its banner slowly while the machine is busy) are retried twice; the
+    command's own failures are not."""
+    check = kw.pop("check", True)
+    for attempt in range(3):
+        proc = llmfleet("lab", "ssh", name, "--", command, check=False, **kw)
+        if not (proc.returncode == 255 and "Connection" in proc.stderr and attempt < 2):
+            break
+        time.sleep(5)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"lab ssh {name} -- {command} exited {proc.returncode}\nstdout:\n"
+                             f"{proc.stdout[-3000:]}\nstderr:\n{proc.stderr[-3000:]}")
+    return proc
 
 
 def state() -> dict:
