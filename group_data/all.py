@@ -116,6 +116,7 @@ kernel_modules_blacklist = []
 #   pci_device_id       PCI device id (vendor 0x10de)
 #   count               GPUs per host
 #   memory_mib          nominal memory per GPU; verify accepts 97-101 % of it (the driver reserves some)
+#   memory_bandwidth_gbs  peak memory bandwidth per GPU (GB/s): the probe's decode ceiling
 #   pcie_gen, pcie_width  the link the GPU must train to (an x8 slot or a Gen1 fallback fails verify)
 #   nvlink_links        NVLink links up per GPU (0: none, a PCIe board)
 #   compute_capability  e.g. 7.0 for Volta (sm_70)
@@ -132,6 +133,7 @@ gpu_profiles = {
         "pci_device_id": "0x1db5",  # pci.ids
         "count": 8,
         "memory_mib": 32768,  # 32 GiB HBM2 (not GDDR5X, as the design notes said)
+        "memory_bandwidth_gbs": 900.0,  # ../shared/facts/benchmarking.md ("8x V100 (900 GB/s each)")
         "pcie_gen": 3,
         "pcie_width": 16,
         # 6 NVLink 2.0 links per V100 SXM2; an 8-GPU board wires them as a hybrid cube-mesh
@@ -155,6 +157,7 @@ gpu_profiles = {
         "pci_device_id": "0x1db6",  # pci.ids
         "count": 8,
         "memory_mib": 32768,
+        "memory_bandwidth_gbs": 900.0,  # NVIDIA V100 datasheet: 900 GB/s for PCIe and SXM2 alike
         "pcie_gen": 3,
         "pcie_width": 16,
         "nvlink_links": 0,  # PCIe boards have no NVLink
@@ -177,6 +180,7 @@ gpu_profiles = {
         "pci_device_id": "0x2335",
         "count": 1,
         "memory_mib": 144384,  # 141 GiB HBM3e; NVML reports 143771 MiB
+        "memory_bandwidth_gbs": 4800.0,  # NVIDIA H200 datasheet: 4.8 TB/s
         "pcie_gen": 5,
         "pcie_width": 16,
         "nvlink_links": 0,
@@ -296,3 +300,47 @@ vllm_alerts = {
     "error_ratio": 0.05,  # share of HTTP 5xx answers, over 5 minutes
     "e2e_latency_p95_s": 30.0,  # p95 end-to-end request latency, over 10 minutes
 }
+
+# ---------------------------------------------------------------------------------------------
+# probe: the live generation throughput probe (`llmfleet probe`, verify/test_probe.py).
+# The request mix: classes with a share (summing to 1), prompt and output token ranges [min, max]
+# (drawn uniformly), sampling settings, and an optional per-class SLO on P95 end-to-end latency.
+# The five classes and shares are the design notes'; their length ranges are this project's choice
+# (the notes' ranges are not in ../shared/facts): they fit vllm_flags max-model-len 8192.
+# Per-class SLOs, because a P95 end-to-end limit of 800 ms bounds any class's output to roughly
+# 100-120 tokens on 8x V100 whatever the load (../shared/facts/benchmarking.md, the ceiling).
+# ---------------------------------------------------------------------------------------------
+probe_mix = [
+    {"name": "very_short", "share": 0.22, "prompt_tokens": [16, 128], "output_tokens": [16, 64],
+     "temperature": 0.7, "top_p": 0.95, "slo_p95_e2e_ms": 800},
+    {"name": "short", "share": 0.31, "prompt_tokens": [128, 512], "output_tokens": [64, 192],
+     "temperature": 0.7, "top_p": 0.95, "slo_p95_e2e_ms": 2500},
+    {"name": "medium", "share": 0.28, "prompt_tokens": [512, 1536], "output_tokens": [128, 384],
+     "temperature": 0.7, "top_p": 0.95, "slo_p95_e2e_ms": 5000},
+    {"name": "long", "share": 0.15, "prompt_tokens": [1536, 4096], "output_tokens": [256, 768],
+     "temperature": 0.7, "top_p": 0.95, "slo_p95_e2e_ms": 10000},
+    {"name": "very_long", "share": 0.04, "prompt_tokens": [4096, 7168], "output_tokens": [512, 1024],
+     "temperature": 0.7, "top_p": 0.95, "slo_p95_e2e_ms": 20000},
+]
+probe_slo_p95_e2e_ms = 10000.0  # P95 end-to-end latency over the whole mix (ms)
+# verify/test_probe.py: the rate (requests/s) each host must carry within the SLOs. The design
+# notes' replay of real traffic reached 58 req/s per 8x V100 host; check below it by default
+# and set it from your own baseline (llmfleet probe --search).
+probe_check_rps = 40.0
+probe_arrivals = "poisson"  # or "gamma" (bursts: probe_burstiness < 1 is burstier than Poisson)
+probe_burstiness = 1.0  # gamma shape; 1 for Poisson
+probe_duration_s = 60.0  # measured part of a trial (at least probe_min_requests requests)
+probe_warmup_s = 10.0  # sent first, not measured
+probe_min_requests = 50
+probe_request_timeout_s = 120.0  # a request not finished this long after its intended send fails
+probe_stall_timeout_s = 30.0  # a stream silent this long fails
+probe_repeats = 2  # trials per rate in a search; every one must pass
+probe_search_start_rps = 8.0
+probe_search_max_rps = 512.0
+probe_search_precision = 0.1  # bisection stops when (lowest failing - highest passing) / highest < this
+# A stored baseline (llmfleet probe ... --save-baseline FILE) turns the probe into a regression gate:
+# the check's P95 may be at most (1 + tolerance) x the baseline's, a search's effective rate at
+# least (1 - tolerance) x. Set per host group (a relative path is from the repository root).
+probe_baseline_file = None
+probe_baseline_tolerance = 0.15
+probe_seed = 0  # schedules and prompts are drawn from it: runs are reproducible

@@ -47,3 +47,25 @@ vllm_env = {
 }
 vllm_api_key_file = str(api_key_file(LabPaths.from_env()))
 vllm_ready_timeout_s = 600
+
+# probe: the tiny model on CPU answers in milliseconds; a mix shaped like the fleet's (five
+# classes, the same shares) scaled to max-model-len 1024, with SLOs the lab meets at a few
+# requests per second while three servers and a VM share 2 cores.
+probe_mix = [
+    {"name": "very_short", "share": 0.22, "prompt_tokens": [8, 32], "output_tokens": [4, 16], "slo_p95_e2e_ms": 1500},
+    {"name": "short", "share": 0.31, "prompt_tokens": [32, 96], "output_tokens": [16, 32]},
+    {"name": "medium", "share": 0.28, "prompt_tokens": [96, 256], "output_tokens": [32, 64]},
+    {"name": "long", "share": 0.15, "prompt_tokens": [256, 512], "output_tokens": [64, 128]},
+    {"name": "very_long", "share": 0.04, "prompt_tokens": [512, 768], "output_tokens": [128, 192]},
+]
+probe_slo_p95_e2e_ms = 3000.0
+probe_check_rps = 2.0
+probe_duration_s = 15.0
+probe_warmup_s = 3.0
+probe_min_requests = 20
+probe_request_timeout_s = 60.0
+probe_stall_timeout_s = 15.0
+probe_search_start_rps = 2.0
+probe_search_max_rps = 64.0
+probe_search_precision = 0.2
+probe_baseline_tolerance = 0.5  # a shared 2-core machine: generous

@@ -23,7 +23,7 @@ class _Group(click.Group):
         try:
             return super().invoke(ctx)
         except LlmfleetError as exc:
-            err.print(f"[bold red]error:[/] {exc}", highlight=False, markup=True)
+            err.print(f"[bold red]error:[/] {exc}", highlight=False, markup=True, soft_wrap=True)
             sys.exit(exc.exit_code)
 
 
@@ -123,10 +123,6 @@ def lab_wheels(requirements: tuple[str, ...]) -> None:
         console.print(line, highlight=False)
 
 
-if __name__ == "__main__":
-    main()
-
-
 @main.command("monitoring")
 @click.option("--inventory", default="inventories/lab.py", show_default=True, help="pyinfra inventory to read.")
 @click.option("--out", "out_dir", default="monitoring", show_default=True, help="Folder for the rendered files.")
@@ -153,3 +149,139 @@ def monitoring_cmd(inventory: str, out_dir: str) -> None:
     for name, content in render(inventory, hosts).items():
         (out / name).write_text(content)
         console.print(f"wrote {out / name}")
+
+
+@main.command("probe")
+@click.argument("url", required=False)
+@click.option("--model", help="Served model name (URL mode).")
+@click.option("--api-key-file", type=click.Path(dir_okay=False), help="File holding the API key (mode 600). "
+              "Else LLMFLEET_API_KEY or OPENAI_API_KEY from the environment, else none.")
+@click.option("--inventory", help="Probe every vLLM host of this pyinfra inventory with its group data.")
+@click.option("--limit", multiple=True, help="With --inventory: only these hosts or groups (repeatable).")
+@click.option("--search", "search_mode", is_flag=True, help="Search the effective throughput (else one check "
+              "trial at probe_check_rps).")
+@click.option("--rate", type=float, help="Offered rate (requests/s) of the check, or where the search starts.")
+@click.option("--requests", type=click.IntRange(min=1), help="Measured requests per trial (no warm-up), "
+              "instead of probe_duration_s x rate.")
+@click.option("--duration", type=click.FloatRange(min=0, min_open=True), help="Measured seconds per trial "
+              "(probe_duration_s).")
+@click.option("--warmup", type=click.FloatRange(min=0), help="Warm-up seconds per trial (probe_warmup_s).")
+@click.option("--repeats", type=click.IntRange(min=1), help="Trials per rate in a search (probe_repeats).")
+@click.option("--fixed-lengths", help="IN,OUT: every request this many prompt and output tokens (a fixed "
+              "workload, e.g. to compare with vllm bench serve).")
+@click.option("--mix", "mix_file", type=click.Path(dir_okay=False), help="Request mix (JSON or YAML list of "
+              "classes, as probe_mix); default: group data's.")
+@click.option("--slo-p95-ms", type=click.FloatRange(min=0, min_open=True), help="P95 end-to-end SLO (ms).")
+@click.option("--arrivals", type=click.Choice(["poisson", "gamma"]), help="Arrival process.")
+@click.option("--burstiness", type=click.FloatRange(min=0, min_open=True), help="Gamma shape (with gamma).")
+@click.option("--tokenizer", type=click.Path(), help="tokenizer.json (or its folder) of the served model.")
+@click.option("--gpu-profile", help="URL mode: a gpu_profiles name, for the decode ceiling.")
+@click.option("--tensor-parallel", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option("--model-dir", type=click.Path(file_okay=False), help="URL mode: the model folder (config.json, "
+              "weights), for the ceiling.")
+@click.option("--baseline", type=click.Path(dir_okay=False), help="Gate against this baseline file.")
+@click.option("--save-baseline", type=click.Path(dir_okay=False), help="Record this run as the baseline.")
+@click.option("--out-dir", default="reports/probe", show_default=True, help="Folder for report JSON and PNG.")
+@click.option("--no-stop-early", is_flag=True, help="Run every trial to its end even when the SLA is lost.")
+def probe_cmd(url, model, api_key_file, inventory, limit, search_mode, rate, requests, duration, warmup, repeats,
+              fixed_lengths, mix_file,
+              slo_p95_ms, arrivals, burstiness, tokenizer, gpu_profile, tensor_parallel, model_dir, baseline,
+              save_baseline, out_dir, no_stop_early) -> None:
+    """Measure what an endpoint really carries: latency of a realistic mix at an offered rate, or the
+    effective throughput under the SLA (--search). Exit 0: the SLA (and baseline) held; 1: it did
+    not; 2: the probe could not run (the message says why)."""
+    from pathlib import Path
+
+    from pydantic import ValidationError
+
+    from llmfleet.probe import fleet, report
+    from llmfleet.probe.config import ProbeConfig, ProbeError, describe, load_mix
+    from llmfleet.probe.run import run_probe
+
+    if bool(url) == bool(inventory):
+        raise ProbeError("give either a URL (with --model) or --inventory INV (fix: llmfleet probe "
+                         "http://host:8000 --model NAME, or llmfleet probe --inventory inventories/lab.py)")
+    if requests and search_mode:
+        raise ProbeError(f"--requests {requests} with --search: a search needs sustained load, which a fixed "
+                         "count is not at high rates (fix: --duration SECONDS, or leave --requests out)")
+    fixed = None
+    if fixed_lengths:
+        try:
+            a, b = (int(x) for x in fixed_lengths.split(","))
+            assert a > 0 and b > 0
+        except (ValueError, AssertionError):
+            raise ProbeError(f"--fixed-lengths {fixed_lengths!r}: expected IN,OUT token counts, e.g. 128,64") from None
+        fixed = {"prompt_tokens": a, "output_tokens": b}
+    overrides = {k: v for k, v in {"slo_p95_e2e_ms": slo_p95_ms, "arrivals": arrivals, "burstiness": burstiness,
+                                   "duration_s": duration, "warmup_s": warmup, "repeats": repeats}.items()
+                 if v is not None}
+    if arrivals == "gamma" and burstiness is None:
+        overrides["burstiness"] = 1.0
+    if mix_file:
+        overrides["mix"] = load_mix(Path(mix_file))
+
+    def adjust(config: ProbeConfig) -> ProbeConfig:
+        try:
+            return ProbeConfig(**{**config.model_dump(), **overrides})
+        except ValidationError as exc:
+            raise ProbeError(describe(exc)) from None
+
+    if url:
+        if not model:
+            raise ProbeError(f"{url}: --model is missing (fix: the served model name; GET {url}/v1/models lists it)")
+        key = fleet.read_key_file(api_key_file, "--api-key-file") if api_key_file else fleet.key_from_environment()
+        import runpy
+
+        from llmfleet.settings import Settings
+        defaults = {k: v for k, v in runpy.run_path(str(fleet.ROOT / "group_data" / "all.py")).items()
+                    if k in Settings.model_fields}
+        profile = None
+        if gpu_profile:
+            from llmfleet.gpu import GpuProfile
+            if gpu_profile not in defaults["gpu_profiles"]:
+                raise ProbeError(f"--gpu-profile {gpu_profile!r}: no such profile (fix: one of "
+                                 f"{', '.join(sorted(defaults['gpu_profiles']))})")
+            profile = GpuProfile(**defaults["gpu_profiles"][gpu_profile])
+        settings_like = type("D", (), {k: v for k, v in defaults.items() if k.startswith("probe_")})
+        try:
+            from llmfleet.probe.config import RequestClass
+            settings_like.probe_mix = [RequestClass(**c) for c in defaults["probe_mix"]]
+            config = adjust(fleet.from_settings(settings_like))
+        except ValidationError as exc:
+            raise ProbeError(describe(exc)) from None
+        targets = [fleet.Target(None, url.rstrip("/"), model, key, config, Path(tokenizer) if tokenizer else None,
+                                Path(model_dir) if model_dir else None, None, profile, tensor_parallel,
+                                Path(baseline) if baseline else None)]
+    else:
+        targets = fleet.targets(inventory, list(limit) or None)
+        for t in targets:
+            t.config = adjust(t.config)
+            if tokenizer:
+                t.tokenizer = Path(tokenizer)
+            if baseline:
+                t.baseline_file = Path(baseline)
+    out = Path(out_dir)
+    failed = False
+    wide = Console(width=max(console.width, 130))
+    for t in targets:
+        name = t.host or t.url.split("//", 1)[1].replace(":", "_").replace("/", "_")
+        rep = run_probe(t.url, t.model, t.api_key, t.config, search_mode=search_mode, rate=rate, requests=requests,
+                        fixed=fixed, tokenizer=t.tokenizer, host=t.host, gpu_profile=t.gpu_profile,
+                        tensor_parallel=t.tensor_parallel, model_dir=t.model_dir, model_dtype=t.model_dtype,
+                        baseline_file=t.baseline_file, show_progress=sys.stderr.isatty(),
+                        stop_early=not no_stop_early)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / f"{name}.json").write_text(rep.model_dump_json(indent=2) + "\n")
+        report.plot(rep, out / f"{name}.png")
+        for part in report.table(rep):
+            wide.print(part, highlight=False)
+        wide.print(f"report: {out / (name + '.json')}, picture: {out / (name + '.png')}", highlight=False)
+        if save_baseline:
+            report.save_baseline(rep, Path(save_baseline))
+            wide.print(f"baseline recorded: {save_baseline}")
+        failed |= not rep.passed
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -37,6 +37,7 @@ class GpuProfile(BaseModel):
     pci_device_id: str = Field(pattern=r"^0x[0-9a-f]{4}$")
     count: int = Field(gt=0)
     memory_mib: int = Field(gt=0)
+    memory_bandwidth_gbs: float = Field(gt=0)
     pcie_gen: int = Field(ge=1, le=6)
     pcie_width: int = Field(ge=1, le=32)
     nvlink_links: int = Field(ge=0)

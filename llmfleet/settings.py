@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, ValidationError
 
 from llmfleet.gpu import AppClocks, GpuProfile, guardrails
+from llmfleet.probe.config import RequestClass
 
 # Host data that is not an llmfleet setting: pyinfra's global arguments (`_sudo`, ...), its
 # connectors' data (`ssh_user`, ...), and what the lab inventory records about a host (`lab_*`).
@@ -183,6 +184,24 @@ class Settings(BaseModel):
     vllm_start_limit_burst: PositiveInt
     vllm_start_limit_interval_s: PositiveInt
     vllm_alerts: VllmAlerts
+    # probe (llmfleet.probe.config documents the fields of a request class)
+    probe_mix: Annotated[list[RequestClass], Field(min_length=1)]
+    probe_slo_p95_e2e_ms: Annotated[float, Field(gt=0)]
+    probe_check_rps: Annotated[float, Field(gt=0)]
+    probe_arrivals: Literal["poisson", "gamma"]
+    probe_burstiness: Annotated[float, Field(gt=0)]
+    probe_duration_s: Annotated[float, Field(gt=0)]
+    probe_warmup_s: Annotated[float, Field(ge=0)]
+    probe_min_requests: PositiveInt
+    probe_request_timeout_s: Annotated[float, Field(gt=0)]
+    probe_stall_timeout_s: Annotated[float, Field(gt=0)]
+    probe_repeats: PositiveInt
+    probe_search_start_rps: Annotated[float, Field(gt=0)]
+    probe_search_max_rps: Annotated[float, Field(gt=0)]
+    probe_search_precision: Annotated[float, Field(gt=0, lt=1)]
+    probe_baseline_file: str | None
+    probe_baseline_tolerance: Annotated[float, Field(gt=0, lt=1)]
+    probe_seed: int
 
 
 class SettingsError(ValueError):
@@ -213,10 +232,27 @@ def validate(host_name: str, data: dict[str, Any]) -> Settings:
         else:
             # what the host's GPUs cannot run (llmfleet/gpu.py, from llmfleet/compat.py's table),
             # and what the vLLM service cannot be given
-            problems = guardrails(settings) + service_problems(settings)
+            problems = guardrails(settings) + service_problems(settings) + probe_problems(settings)
             if not problems:
                 return settings
     raise SettingsError(f"host {host_name}: " + "; ".join(problems))
+
+
+def probe_problems(settings: Settings) -> list[str]:
+    """The probe settings that contradict each other or the served context length."""
+    from llmfleet.probe.config import length_problems, mix_problems
+
+    problems = [f"probe_{p}" for p in mix_problems(settings.probe_mix)]
+    if settings.probe_arrivals == "poisson" and settings.probe_burstiness != 1.0:
+        problems.append(f"probe_burstiness = {settings.probe_burstiness!r}: Poisson arrivals have burstiness 1 "
+                        "(fix: probe_arrivals = 'gamma' for bursts, or probe_burstiness = 1.0)")
+    if settings.probe_search_start_rps > settings.probe_search_max_rps:
+        problems.append(f"probe_search_start_rps = {settings.probe_search_start_rps!r}: above probe_search_max_rps "
+                        f"= {settings.probe_search_max_rps!r} (fix: start below the maximum)")
+    max_len = settings.vllm_flags.get("max-model-len")
+    if isinstance(max_len, int) and not isinstance(max_len, bool):
+        problems += length_problems(settings.probe_mix, max_len, "probe_mix", "vllm_flags.max-model-len =")
+    return problems
 
 
 _SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD")

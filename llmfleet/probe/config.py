@@ -1,0 +1,168 @@
+"""The probe's settings: the request mix, the SLOs and the load (group data ``probe_*``,
+documented with their defaults in group_data/all.py)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Annotated, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from llmfleet.errors import LlmfleetError
+
+PositiveInt = Annotated[int, Field(gt=0, strict=True)]
+PositiveFloat = Annotated[float, Field(gt=0)]
+
+
+class ProbeError(LlmfleetError, ValueError):
+    """Bad probe input or an endpoint the probe cannot measure; the message says what and the fix."""
+
+
+class TokenRange(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    min: PositiveInt
+    max: PositiveInt
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_pair(cls, value):
+        if isinstance(value, (list, tuple)) and len(value) == 2:
+            return {"min": value[0], "max": value[1]}
+        if isinstance(value, int) and not isinstance(value, bool):
+            return {"min": value, "max": value}
+        return value
+
+    @model_validator(mode="after")
+    def _ordered(self):
+        if self.min > self.max:
+            raise ValueError(f"min {self.min} is above max {self.max} (fix: [min, max], min <= max)")
+        return self
+
+
+class RequestClass(BaseModel):
+    """One class of the request mix."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    name: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]+$")]
+    share: Annotated[float, Field(gt=0, le=1)]
+    prompt_tokens: TokenRange
+    output_tokens: TokenRange
+    temperature: Annotated[float, Field(ge=0)] = 0.0
+    top_p: Annotated[float, Field(gt=0, le=1)] = 1.0
+    # optional per-class SLO on the P95 end-to-end latency (ms)
+    slo_p95_e2e_ms: PositiveFloat | None = None
+
+
+class ProbeConfig(BaseModel):
+    """Everything a probe run needs besides the endpoint."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    mix: Annotated[list[RequestClass], Field(min_length=1)]
+    slo_p95_e2e_ms: PositiveFloat
+    check_rps: PositiveFloat
+    arrivals: Literal["poisson", "gamma"] = "poisson"
+    burstiness: PositiveFloat = 1.0
+    duration_s: PositiveFloat = 30.0
+    warmup_s: Annotated[float, Field(ge=0)] = 5.0
+    min_requests: PositiveInt = 20
+    request_timeout_s: PositiveFloat = 120.0
+    stall_timeout_s: PositiveFloat = 30.0
+    repeats: PositiveInt = 2
+    search_start_rps: PositiveFloat = 1.0
+    search_max_rps: PositiveFloat = 512.0
+    search_precision: Annotated[float, Field(gt=0, lt=1)] = 0.1
+    baseline_tolerance: Annotated[float, Field(gt=0, lt=1)] = 0.15
+    seed: int = 0
+
+    @model_validator(mode="after")
+    def _consistent(self):
+        problems = mix_problems(self.mix)
+        if self.arrivals == "poisson" and self.burstiness != 1.0:
+            problems.append(f"burstiness = {self.burstiness}: Poisson arrivals have burstiness 1 "
+                            "(fix: arrivals 'gamma' for bursts, or burstiness 1)")
+        if self.search_start_rps > self.search_max_rps:
+            problems.append(f"search_start_rps = {self.search_start_rps} is above search_max_rps = "
+                            f"{self.search_max_rps} (fix: start below the maximum)")
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+    def class_named(self, name: str) -> RequestClass:
+        return next(c for c in self.mix if c.name == name)
+
+
+def mix_problems(mix: list[RequestClass]) -> list[str]:
+    problems = []
+    total = sum(c.share for c in mix)
+    if not math.isclose(total, 1.0, abs_tol=1e-6):
+        parts = " + ".join(f"{c.name} {c.share:g}" for c in mix)
+        problems.append(f"mix: shares sum to {total:g}, not 1 ({parts}) (fix: make the shares add up to 1)")
+    names = [c.name for c in mix]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        problems.append(f"mix: class names used twice: {', '.join(dupes)} (fix: one class per name)")
+    return problems
+
+
+def describe(exc: ValidationError, prefix: str = "probe") -> str:
+    """pydantic's errors as `setting = value: why` lines."""
+    lines = []
+    for err in exc.errors():
+        where = ".".join(str(p) for p in err["loc"])
+        name = f"{prefix}_{where}" if where else prefix
+        value = err.get("input")
+        msg = err["msg"].removeprefix("Value error, ")
+        lines.append(f"{name} = {value!r}: {msg}" if where else f"{name}: {msg}")
+    return "; ".join(lines)
+
+
+def from_settings(settings) -> ProbeConfig:
+    """The probe settings of a host's validated group data (llmfleet.settings.Settings)."""
+    return ProbeConfig(
+        mix=settings.probe_mix, slo_p95_e2e_ms=settings.probe_slo_p95_e2e_ms, check_rps=settings.probe_check_rps,
+        arrivals=settings.probe_arrivals, burstiness=settings.probe_burstiness,
+        duration_s=settings.probe_duration_s, warmup_s=settings.probe_warmup_s,
+        min_requests=settings.probe_min_requests, request_timeout_s=settings.probe_request_timeout_s,
+        stall_timeout_s=settings.probe_stall_timeout_s, repeats=settings.probe_repeats,
+        search_start_rps=settings.probe_search_start_rps, search_max_rps=settings.probe_search_max_rps,
+        search_precision=settings.probe_search_precision, baseline_tolerance=settings.probe_baseline_tolerance,
+        seed=settings.probe_seed)
+
+
+def load_mix(path: Path) -> list[RequestClass]:
+    """A mix from a JSON or YAML file: a list of classes (as probe_mix in group data)."""
+    try:
+        raw = yaml.safe_load(path.read_text()) if path.suffix in (".yml", ".yaml") else json.loads(path.read_text())
+    except OSError as exc:
+        raise ProbeError(f"--mix {path}: cannot be read ({exc.strerror})") from exc
+    except (ValueError, yaml.YAMLError) as exc:
+        raise ProbeError(f"--mix {path}: not valid {path.suffix.lstrip('.') or 'JSON'} ({exc})") from exc
+    if not isinstance(raw, list):
+        raise ProbeError(f"--mix {path}: expected a list of request classes, got {type(raw).__name__}")
+    try:
+        mix = [RequestClass(**c) if isinstance(c, dict) else RequestClass.model_validate(c) for c in raw]
+    except ValidationError as exc:
+        raise ProbeError(f"--mix {path}: {describe(exc, 'mix')}") from exc
+    problems = mix_problems(mix)
+    if problems:
+        raise ProbeError(f"--mix {path}: " + "; ".join(problems))
+    return mix
+
+
+def length_problems(mix: list[RequestClass], max_model_len: int | None, where: str,
+                    limit: str = "the served max_model_len") -> list[str]:
+    """Classes whose longest request does not fit the served context (checked before any load)."""
+    if not max_model_len:
+        return []
+    problems = []
+    for c in mix:
+        need = c.prompt_tokens.max + c.output_tokens.max
+        if need > max_model_len:
+            problems.append(
+                f"{where}: mix class {c.name}: prompt up to {c.prompt_tokens.max} + output up to "
+                f"{c.output_tokens.max} = {need} tokens, beyond {limit} {max_model_len} "
+                f"(fix: shorten the class's ranges, or serve a longer max-model-len)")
+    return problems

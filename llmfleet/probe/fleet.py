@@ -1,0 +1,104 @@
+"""Probe targets from a pyinfra inventory: each host's endpoint, key, tokenizer, GPU profile and
+probe settings from its validated group data. Used by `llmfleet probe --inventory` and by
+verify/test_probe.py, so both measure the same thing."""
+
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+from llmfleet.probe.config import ProbeConfig, ProbeError, from_settings
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass
+class Target:
+    host: str
+    url: str
+    model: str
+    api_key: str | None
+    config: ProbeConfig
+    tokenizer: Path | None
+    model_dir: Path | None
+    model_dtype: str | None
+    gpu_profile: object | None
+    tensor_parallel: int
+    baseline_file: Path | None
+
+
+def read_key_file(path: str | Path, setting: str) -> str:
+    """An API key from a file only its owner can read (the deploy's own rule for vllm_api_key_file)."""
+    p = Path(path)
+    try:
+        st = p.stat()
+        text = p.read_text().strip()
+    except OSError as exc:
+        raise ProbeError(f"{setting} = {str(p)!r}: cannot be read ({exc.strerror}) (fix: the path of the API key "
+                         "file, readable by you)") from exc
+    if st.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
+        raise ProbeError(f"{setting} = {str(p)!r}: readable by others (mode {stat.S_IMODE(st.st_mode):o}) "
+                         f"(fix: chmod 600 {p})")
+    if not text:
+        raise ProbeError(f"{setting} = {str(p)!r}: empty (fix: put the key in it, one line)")
+    key = text.split("=", 1)[1].strip() if text.startswith("VLLM_API_KEY=") else text
+    return key
+
+
+def key_from_environment() -> str | None:
+    return os.environ.get("LLMFLEET_API_KEY") or os.environ.get("OPENAI_API_KEY") or None
+
+
+def target_of(host: str, settings, address: str) -> Target:
+    if not settings.vllm_enabled:
+        raise ProbeError(f"host {host}: vllm_enabled is False: nothing to probe")
+    source = settings.vllm_model.source if settings.vllm_model else ""
+    local = Path(source.removeprefix("file://")) if source.startswith("file://") else None
+    tokenizer = local if local and (local / "tokenizer.json").is_file() else None
+    profile = settings.gpu_profiles.get(settings.gpu_profile) if settings.gpu_profile else None
+    tp = settings.vllm_flags.get("tensor-parallel-size", 1)
+    baseline = None
+    if settings.probe_baseline_file:
+        baseline = Path(settings.probe_baseline_file)
+        baseline = baseline if baseline.is_absolute() else ROOT / baseline
+    key = read_key_file(settings.vllm_api_key_file, f"host {host}: vllm_api_key_file") \
+        if settings.vllm_api_key_file else None
+    return Target(host, f"http://{address}:{settings.vllm_port}", settings.vllm_served_model_name, key,
+                  from_settings(settings), tokenizer, local, settings.vllm_model.torch_dtype if settings.vllm_model
+                  else None, profile, tp if isinstance(tp, int) else 1, baseline)
+
+
+def targets(inventory: str, limit: list[str] | None = None) -> list[Target]:
+    """Every vLLM host of the inventory (or those named in ``limit``: hosts or groups)."""
+    import json
+    import subprocess
+    import sys
+
+    from llmfleet.settings import SettingsError, validate
+
+    proc = subprocess.run([sys.executable, "-m", "pyinfra", inventory, "debug-inventory", "--json"],
+                          capture_output=True, text=True, cwd=ROOT)
+    if proc.returncode != 0:
+        raise ProbeError(f"cannot read inventory {inventory}: {proc.stderr.strip()[-500:]}")
+    hosts = json.loads(proc.stdout)
+    chosen = [h for h in hosts if not limit or h["name"] in limit or set(limit) & set(h.get("groups", []))]
+    if limit and not chosen:
+        names = sorted({h["name"] for h in hosts} | {g for h in hosts for g in h.get("groups", [])})
+        raise ProbeError(f"--limit {','.join(limit)}: no such host or group in {inventory} (it has: "
+                         f"{', '.join(names)})")
+    out, problems = [], []
+    for h in chosen:
+        try:
+            s = validate(h["name"], h["data"])
+        except SettingsError as exc:
+            problems.append(str(exc))
+            continue
+        if s.vllm_enabled:
+            out.append(target_of(h["name"], s, h["data"].get("ssh_hostname") or h["name"]))
+    if problems:
+        raise ProbeError("; ".join(problems))
+    if not out:
+        raise ProbeError(f"no host with vllm_enabled in {inventory}" + (f" --limit {','.join(limit)}" if limit else ""))
+    return out

@@ -1,0 +1,138 @@
+"""A probe run from start to report: preflight, prompts, trials (one check, or the search),
+the ceiling, the baseline gate."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sys
+from pathlib import Path
+
+from llmfleet.probe import ceiling as ceil
+from llmfleet.probe import load, report, stats
+from llmfleet.probe.client import Endpoint, preflight
+from llmfleet.probe.config import ProbeConfig, ProbeError, length_problems
+from llmfleet.probe.prompts import PromptMaker, load_tokenizer
+from llmfleet.probe.search import Outcome, search
+
+
+@contextlib.contextmanager
+def _progress(enabled: bool, label: str):
+    if not enabled:
+        yield None
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TextColumn("in flight {task.fields[inflight]}"), TimeElapsedColumn(),
+                  console=Console(stderr=True), transient=True) as prog:
+        task = prog.add_task(label, total=1, inflight=0)
+
+        def update(sent: int, done: int, total: int):
+            prog.update(task, completed=done, total=total, inflight=sent - done)
+
+        yield update
+
+
+def run_probe(url: str, model: str, api_key: str | None, config: ProbeConfig, *, search_mode: bool = False,
+              rate: float | None = None, requests: int | None = None, fixed: dict | None = None,
+              tokenizer: str | Path | None = None, host: str | None = None, gpu_profile=None,
+              tensor_parallel: int = 1, model_dir: Path | None = None, model_dtype: str | None = None,
+              baseline_file: Path | None = None, show_progress: bool = False, stop_early: bool = True,
+              log=None) -> report.ProbeReport:
+    log = log or (lambda msg: print(msg, file=sys.stderr))
+    where = host or url
+    tok = load_tokenizer(tokenizer) if tokenizer else None
+    endpoint: Endpoint = asyncio.run(preflight(url, model, api_key, calibrate=tok is None))
+    problems = length_problems(config.mix if not fixed else [], endpoint.max_model_len, where)
+    if fixed and endpoint.max_model_len and fixed["prompt_tokens"] + fixed["output_tokens"] > endpoint.max_model_len:
+        problems.append(f"{where}: fixed lengths {fixed['prompt_tokens']} + {fixed['output_tokens']} tokens, beyond "
+                        f"the served max_model_len {endpoint.max_model_len} (fix: shorter lengths)")
+    if problems:
+        raise ProbeError("; ".join(problems))
+    maker = PromptMaker(tok, endpoint.tokens_per_word, seed=config.seed)
+    counter = iter(range(10_000))
+    trials: list[load.Trial] = []
+
+    def trial(r: float) -> load.Trial:
+        planned = load.plan(config, r, maker, seed=config.seed + next(counter), requests=requests, fixed=fixed)
+        n = sum(p.measured for p in planned)
+        with _progress(show_progress, f"{where} {r:g} req/s") as prog:
+            t = asyncio.run(load.run(endpoint, api_key, config, planned, r, progress=prog, stop_early=stop_early))
+        trials.append(t)
+        p95 = t.stats["e2e_ms"]["p95"]
+        log(f"{where}: {r:g} req/s, {n} requests: P95 e2e {'failed' if p95 is None else f'{p95:.0f} ms'}, "
+            f"{'pass' if t.passed else 'fail: ' + '; '.join(t.reasons)}")
+        return t
+
+    effective = None
+    if search_mode:
+        res = search(lambda r: _outcome(trial(r)), rate or config.search_start_rps, config.search_max_rps,
+                     config.search_precision, config.repeats)
+        effective = report.Effective(rps=res.effective_rps, lowest_failing_rps=res.lowest_failing_rps,
+                                     relative_uncertainty=res.relative_uncertainty,
+                                     p95_ms_at_effective=res.p95_ms_at_effective, note=res.note)
+    else:
+        trial(rate or config.check_rps)
+
+    reasons: list[str] = []
+    if search_mode:
+        if effective.rps is None:
+            reasons.append(f"no rate met the SLO ({effective.note})")
+    elif not trials[-1].passed:
+        reasons.extend(trials[-1].reasons)
+    rep = report.ProbeReport(
+        created=report.now_iso(),
+        target={"url": url, "model": model, "host": host, "server": endpoint.server,
+                "max_model_len": endpoint.max_model_len},
+        method={"prompt_lengths": maker.method,
+                "output_lengths": "exact (ignore_eos)" if endpoint.ignore_eos else
+                "caps: the server refused ignore_eos, outputs may end early",
+                "token_counts": "server usage (stream_options.include_usage)",
+                "arrivals": config.arrivals, "burstiness": config.burstiness if config.arrivals == "gamma" else 1.0,
+                "latency_origin": "intended send time", "warmup_s": 0 if requests else config.warmup_s,
+                "fixed_lengths": f"{fixed['prompt_tokens']} in / {fixed['output_tokens']} out" if fixed else None},
+        definitions=report.DEFINITIONS,
+        slo={"p95_e2e_ms": config.slo_p95_e2e_ms, **{f"{c.name}.p95_e2e_ms": c.slo_p95_e2e_ms for c in config.mix}},
+        mix=config.mix, mode="search" if search_mode else "check",
+        trials=[report.trial_report(t) for t in trials], effective=effective,
+        ceiling=None, ceiling_note="", gate=None, passed=not reasons, reasons=reasons)
+    rep.ceiling, rep.ceiling_note = _ceiling(rep, gpu_profile, tensor_parallel, model_dir, model_dtype)
+    if baseline_file:
+        rep.gate = report.gate(rep, baseline_file, config.baseline_tolerance)
+        if not rep.gate.passed:
+            rep.reasons.append(f"baseline gate: {rep.gate.message}")
+            rep.passed = False
+    return rep
+
+
+def _outcome(t: load.Trial) -> Outcome:
+    return Outcome(t.offered_rps, t.passed, t.stats["e2e_ms"]["p95"], t)
+
+
+def _ceiling(rep: report.ProbeReport, profile, tp: int, model_dir: Path | None, dtype: str | None):
+    if profile is None:
+        return None, ("not computed: no GPU profile for this host (gpu_profile = None; the lab serves on CPU); "
+                      "the ceiling needs the GPUs' memory bandwidth")
+    if model_dir is None or not (Path(model_dir) / "config.json").is_file():
+        return None, (f"not computed: the model's config.json and weights are not readable here ({model_dir}); "
+                      "pass --model-dir")
+    shape = ceil.shape_of_model_dir(Path(model_dir), dtype)
+    shown = rep.trials[-1] if rep.mode == "check" else report._trial_at(rep)
+    if shown is None or not shown.overall.ok:
+        return None, "not computed: no successful request to compare with"
+    o = shown.overall
+    batch = max(1.0, o.completed_rps * (o.e2e_ms.mean or 0) / 1000)  # Little's law: requests in flight
+    context = (o.prompt_tokens["server_mean"] or 0) + (o.output_tokens["server_mean"] or 0) / 2
+    c = ceil.ceiling(profile.memory_bandwidth_gbs, tp, shape.weight_bytes, shape.kv_bytes_per_token, batch, context)
+    d = c.as_dict()
+    d["share_reached"] = round(o.output_tokens_per_s / c.batch_tokens_per_s, 4) if c.batch_tokens_per_s else None
+    tpot = o.tpot_ms.p50
+    d["single_stream_share_reached"] = round(1000 / tpot / c.single_stream_tokens_per_s, 4) if tpot else None
+    d["model_weight_bytes"] = shape.weight_bytes
+    return d, ("memory-bandwidth bound decode, eta 0.8, all-reduce not counted "
+               "(../shared/facts/benchmarking.md); batch from Little's law on the measured trial")
+
+
+__all__ = ["run_probe", "stats"]
