@@ -107,12 +107,12 @@ def mix_problems(mix: list[RequestClass]) -> list[str]:
     return problems
 
 
-def describe(exc: ValidationError, prefix: str = "probe") -> str:
+def describe(exc: ValidationError, prefix: str = "probe", sep: str = "_") -> str:
     """pydantic's errors as `setting = value: why` lines."""
     lines = []
     for err in exc.errors():
         where = ".".join(str(p) for p in err["loc"])
-        name = f"{prefix}_{where}" if where else prefix
+        name = f"{prefix}{sep}{where}" if where else prefix
         value = err.get("input")
         msg = err["msg"].removeprefix("Value error, ")
         lines.append(f"{name} = {value!r}: {msg}" if where else f"{name}: {msg}")
@@ -142,10 +142,14 @@ def load_mix(path: Path) -> list[RequestClass]:
         raise ProbeError(f"--mix {path}: not valid {path.suffix.lstrip('.') or 'JSON'} ({exc})") from exc
     if not isinstance(raw, list):
         raise ProbeError(f"--mix {path}: expected a list of request classes, got {type(raw).__name__}")
-    try:
-        mix = [RequestClass(**c) if isinstance(c, dict) else RequestClass.model_validate(c) for c in raw]
-    except ValidationError as exc:
-        raise ProbeError(f"--mix {path}: {describe(exc, 'mix')}") from exc
+    mix, problems = [], []
+    for i, c in enumerate(raw):
+        try:
+            mix.append(RequestClass.model_validate(c))
+        except ValidationError as exc:
+            problems.append(describe(exc, f"mix[{i}]", "."))
+    if problems:
+        raise ProbeError(f"--mix {path}: " + "; ".join(problems))
     problems = mix_problems(mix)
     if problems:
         raise ProbeError(f"--mix {path}: " + "; ".join(problems))
