@@ -1,0 +1,116 @@
+"""The throughput probe against the lab's real vLLM (CPU build, tiny model): per-host reports from
+the inventory, the baseline gate, a short effective-throughput search, and bad input refused with
+clear messages. (verify/test_probe.py runs in test_lab.py's whole-suite verify; long searches and
+the comparison with vLLM's own benchmark live in benchmarks/.)"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.request
+
+import pytest
+from conftest import BIN, LAB_ENV, ROOT, run, state
+
+OUT = ROOT / "reports" / "test-probe"
+
+
+def containers() -> dict[str, str]:
+    return {name: h["address"] for name, h in sorted(state()["hosts"].items()) if h["kind"] == "container"}
+
+
+@pytest.fixture(scope="module")
+def serving(lab, deployed):
+    """Every container answering /health (the previous module ends with a restart by systemd)."""
+    deadline = time.monotonic() + 600
+    for name, address in containers().items():
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://{address}:8000/health", timeout=5) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            assert time.monotonic() < deadline, f"{name}: vLLM did not answer /health within 600 s"
+            time.sleep(2)
+    return containers()
+
+
+def probe(*args: str, check: bool = False, **env: str):
+    return run(str(BIN / "llmfleet"), "probe", *args, check=check, timeout=900, **env)
+
+
+def test_inventory_probe_reports_every_container_host_and_gates_on_a_baseline(serving, tmp_path):
+    base = tmp_path / "lab-baseline.json"
+    p = probe("--inventory", "inventories/lab.py", "--limit", "lab_containers", "--out-dir", str(OUT),
+              "--save-baseline", str(base))
+    out = " ".join(p.stdout.split())
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    key = open(f"{LAB_ENV['LLMFLEET_LAB_DIR']}/api-key").read().strip()
+    for name in serving:
+        assert f"{name} model tiny-llama (check): 2 req/s offered" in out
+        text = (OUT / f"{name}.json").read_text()
+        assert key not in text
+        doc = json.loads(text)
+        o = doc["trials"][0]["overall"]
+        assert doc["passed"] and o["failed"] == 0 and o["requests"] == 30  # 15 s x 2/s measured, warm-up apart
+        assert doc["method"]["prompt_lengths"] == "tokenizer"
+        assert doc["method"]["output_lengths"] == "exact (ignore_eos)"
+        # what was asked is what the server counted: exact prompts with the served tokenizer, ignore_eos
+        assert o["prompt_tokens"]["asked_mean"] == o["prompt_tokens"]["server_mean"]
+        assert o["output_tokens"]["asked_mean"] == o["output_tokens"]["server_mean"]
+        assert set(doc["trials"][0]["per_class"]) == {"very_short", "short", "medium", "long", "very_long"}
+        assert doc["ceiling"] is None and "no GPU profile" in doc["ceiling_note"]
+        assert (OUT / f"{name}.png").read_bytes()[:4] == b"\x89PNG"
+    # the baseline just recorded (of the last host) gates the next run of that host; a baseline far
+    # better than this lab can do fails it, with exit status 1 and the numbers
+    last = list(serving)[-1]
+    p = probe("--inventory", "inventories/lab.py", "--limit", last, "--out-dir", str(OUT), "--baseline", str(base))
+    assert p.returncode == 0 and "baseline gate: pass" in p.stdout, p.stdout[-2000:]
+    doc = json.loads(base.read_text())
+    doc["p95_e2e_ms"] = 1.0
+    base.write_text(json.dumps(doc))
+    p = probe("--inventory", "inventories/lab.py", "--limit", last, "--out-dir", str(OUT), "--baseline", str(base))
+    assert p.returncode == 1
+    assert "baseline gate: FAIL: P95 end-to-end" in " ".join(p.stdout.split()) and "vs baseline 1 ms" in p.stdout
+
+
+def test_a_short_search_finds_an_effective_rate_with_its_bracket(serving):
+    host = next(iter(serving))
+    p = probe("--inventory", "inventories/lab.py", "--limit", host, "--search", "--rate", "4", "--duration", "4",
+              "--warmup", "1", "--repeats", "1", "--slo-p95-ms", "400", "--out-dir", str(OUT))
+    assert p.returncode in (0, 1), p.stderr[-3000:]
+    doc = json.loads((OUT / f"{host}.json").read_text())
+    e = doc["effective"]
+    rates = [t["offered_rps"] for t in doc["trials"]]
+    assert doc["mode"] == "search" and len(rates) >= 2
+    if e["rps"] is not None:
+        assert any(t["offered_rps"] == e["rps"] and t["passed"] for t in doc["trials"])
+        if e["lowest_failing_rps"] is not None:
+            assert e["rps"] < e["lowest_failing_rps"]
+            assert not any(t["passed"] for t in doc["trials"] if t["offered_rps"] == e["lowest_failing_rps"])
+            assert "effective throughput:" in p.stdout
+    # every failing trial says why (SLO, early stop or saturation)
+    assert all(t["reasons"] for t in doc["trials"] if not t["passed"])
+
+
+def test_bad_input_against_the_real_server(serving):
+    name, address = next(iter(serving.items()))
+    url = f"http://{address}:8000"
+    key = {"LLMFLEET_API_KEY": open(f"{LAB_ENV['LLMFLEET_LAB_DIR']}/api-key").read().strip()}
+    cases = [
+        ((url, "--model", "tiny"), key,
+         f"{url}: model 'tiny' is not served there; it serves: tiny-llama (fix: --model tiny-llama)"),
+        ((url, "--model", "tiny-llama"), {"LLMFLEET_API_KEY": "wrong"},
+         f"{url}: refused the API key given (HTTP 401 on /v1/models)"),
+        ((url, "--model", "tiny-llama"), {"LLMFLEET_API_KEY": ""}, f"{url}: refused no API key (HTTP 401"),
+        ((f"http://{state()['hosts']['lab-vm1']['address']}:8000", "--model", "tiny-llama"), key, "cannot connect"),
+        # the fleet's default mix asks for up to 8192 tokens; the lab serves 1024
+        ((url, "--model", "tiny-llama"), key, "mix class medium: prompt up to 1536 + output up to 384 = 1920 tokens, "
+                                              "beyond the served max_model_len 1024"),
+        (("--inventory", "inventories/lab.py", "--limit", "lab-c7"), key, "--limit lab-c7: no such host or group"),
+    ]
+    for args, env, message in cases:
+        p = probe(*args, "--out-dir", str(OUT), **env)
+        err = " ".join(p.stderr.split())
+        assert p.returncode == 2 and message in err and "Traceback" not in err, (args, p.stderr[-2000:])

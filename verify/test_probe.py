@@ -1,0 +1,64 @@
+"""probe: the host carries probe_check_rps of the probe_mix within the SLOs (probe_slo_p95_e2e_ms and
+each class's slo_p95_e2e_ms), errors and timeouts counted against them, and, with a stored
+baseline (probe_baseline_file), is no worse than it by more than probe_baseline_tolerance.
+
+One short open-loop trial per host from this machine (what a client sees); its report is kept in
+reports/probe/<host>.json and .png. `llmfleet probe --inventory ... --search` finds the effective
+throughput."""
+
+from pathlib import Path
+
+import pytest
+
+from llmfleet.probe import fleet, report
+from llmfleet.probe.config import ProbeError
+from llmfleet.probe.run import run_probe
+
+REPORTS = Path(__file__).resolve().parents[1] / "reports" / "probe"
+
+
+@pytest.fixture(scope="module")
+def probed(host_name, host_data, settings):
+    if not settings.vllm_enabled:
+        pytest.skip("vllm_enabled is False for this host: nothing serves here")
+    t = fleet.target_of(host_name, settings, host_data.get("ssh_hostname") or host_name)
+    try:
+        rep = run_probe(t.url, t.model, t.api_key, t.config, tokenizer=t.tokenizer, host=host_name,
+                        gpu_profile=t.gpu_profile, tensor_parallel=t.tensor_parallel, model_dir=t.model_dir,
+                        model_dtype=t.model_dtype, baseline_file=t.baseline_file, log=lambda m: None)
+    except ProbeError as exc:
+        pytest.fail(f"{host_name}: the probe could not run: {exc}")
+    REPORTS.mkdir(parents=True, exist_ok=True)
+    (REPORTS / f"{host_name}.json").write_text(rep.model_dump_json(indent=2) + "\n")
+    report.plot(rep, REPORTS / f"{host_name}.png")
+    return t, rep
+
+
+def test_sla_holds_at_the_check_rate(host_name, probed):
+    t, rep = probed
+    trial = rep.trials[-1]
+    o = trial.overall
+    p95 = "failed requests" if o.e2e_ms.p95 is None else f"{o.e2e_ms.p95:.0f} ms"
+    assert trial.passed, (
+        f"{host_name}: at {trial.offered_rps:g} req/s (probe_check_rps) expected P95 end-to-end <= "
+        f"{t.config.slo_p95_e2e_ms:g} ms (probe_slo_p95_e2e_ms) and every class within its SLO; actual: P95 {p95}, "
+        f"{o.failed} of {o.requests} failed {o.errors or ''}: {'; '.join(trial.reasons)} "
+        f"(report: reports/probe/{host_name}.json)")
+
+
+def test_the_client_kept_the_schedule(host_name, probed):
+    """A measurement is only valid if the client sent on time (benchmarking.md pitfall 1)."""
+    _, rep = probed
+    o = rep.trials[-1].overall
+    lag = o.lag_ms["p99"]
+    assert lag is not None and lag < 50, (f"{host_name}: expected the probe client's P99 scheduling lag < 50 ms, "
+                                          f"actual {lag} ms: this machine is too busy to measure")
+
+
+def test_no_worse_than_the_baseline(host_name, settings, probed):
+    _, rep = probed
+    if not settings.probe_baseline_file:
+        pytest.skip("probe_baseline_file is None: no baseline stored for this host's group")
+    g = rep.gate
+    assert g.passed, f"{host_name}: {g.metric} expected within {g.tolerance:.0%} of the baseline " \
+                     f"({g.baseline_file}): {g.message}"
