@@ -2,8 +2,9 @@
 
 The whole schedule (send times, classes, lengths, prompts) is drawn before the first request, as
 vLLM's benchmark does: inter-arrival gaps are gamma distributed with shape = burstiness (1 is a
-Poisson process) and mean 1/rate. Requests are sent when the schedule says, whatever is still in
-flight (open loop). Requests of the first ``warmup_s`` are sent but not measured.
+Poisson process) and mean 1/rate, scaled so that n requests span exactly n/rate seconds.
+Requests are sent when the schedule says, whatever is still in flight (open loop). Requests of
+the first ``warmup_s`` are sent but not measured.
 
 The trial stops early, and fails, as soon as the SLA is certainly broken: more than 5 % of the
 measured requests (overall, or of a class with its own SLO) have failed or are already older than
@@ -28,6 +29,7 @@ from llmfleet.probe.config import ProbeConfig
 from llmfleet.probe.prompts import PromptMaker
 
 SLA_QUANTILE = 0.95
+SPIN_S = 0.0015  # the last stretch before a send is spent yielding to the loop, not sleeping
 
 
 def plan(config: ProbeConfig, rate: float, maker: PromptMaker, seed: int, requests: int | None = None,
@@ -38,18 +40,25 @@ def plan(config: ProbeConfig, rate: float, maker: PromptMaker, seed: int, reques
     n_measured = requests or max(config.min_requests, math.ceil(rate * config.duration_s))
     n_warm = 0 if requests else math.ceil(rate * config.warmup_s)
     shape = config.burstiness if config.arrivals == "gamma" else 1.0
-    t, out = 0.0, []
+    n = n_warm + n_measured
+    # send times: cumulative gamma gaps, scaled so that the last request leaves at n / rate exactly
+    # (as vLLM's benchmark does: the offered rate is then exact whatever the seed)
+    times, t = [], 0.0
+    for _ in range(n):
+        t += rng.gammavariate(shape, 1.0 / (rate * shape))
+        times.append(t)
+    scale = (n / rate) / times[-1]
     names = [c.name for c in config.mix]
     weights = [c.share for c in config.mix]
-    for i in range(n_warm + n_measured):
+    out = []
+    for i in range(n):
         c = config.class_named(rng.choices(names, weights)[0])
         if fixed:
             pt, ot = fixed["prompt_tokens"], fixed["output_tokens"]
         else:
             pt = rng.randint(c.prompt_tokens.min, c.prompt_tokens.max)
             ot = rng.randint(c.output_tokens.min, c.output_tokens.max)
-        out.append(Planned(i, c.name, t, maker.make(pt), pt, ot, c.temperature, c.top_p, i >= n_warm))
-        t += rng.gammavariate(shape, 1.0 / (rate * shape))
+        out.append(Planned(i, c.name, times[i] * scale, maker.make(pt), pt, ot, c.temperature, c.top_p, i >= n_warm))
     return out
 
 
@@ -130,10 +139,15 @@ async def run(endpoint: Endpoint, api_key: str | None, config: ProbeConfig, plan
                 pass
 
         async def dispatch():
+            # the event loop's timers wake up to a millisecond late (epoll's timeout is in whole ms):
+            # sleep to just before the send time, then yield to the loop until it comes
             for p in planned:
-                delay = t0 + p.intended_s - time.perf_counter()
-                if delay > 0:
-                    await asyncio.sleep(delay)
+                target = t0 + p.intended_s
+                delay = target - time.perf_counter()
+                if delay > SPIN_S:
+                    await asyncio.sleep(delay - SPIN_S)
+                while time.perf_counter() < target:
+                    await asyncio.sleep(0)
                 tasks[p.index] = asyncio.create_task(one(p))
 
         async def watch():
@@ -185,8 +199,8 @@ def judge(config: ProbeConfig, results: list[Result], offered_rps: float, sample
     span = (max(r.intended_s for r in measured) - min(r.intended_s for r in measured)) if len(measured) > 1 else 0
     scheduled = round((len(measured) - 1) / span, 3) if span > 0 else None
     overall = stats.summarize(results, offered_rps, scheduled)
-    per_class = {c.name: stats.summarize([r for r in results if r.cls == c.name], offered_rps * c.share)
-                 for c in config.mix}
+    per_class = {c.name: stats.summarize([r for r in results if r.cls == c.name], offered_rps * c.share,
+                                         window_s=overall["window_s"]) for c in config.mix}
     reasons = list(stop_reason)
     p95 = stats.p95_e2e_s(results)
     if p95 * 1000 > config.slo_p95_e2e_ms and not stopped_early:

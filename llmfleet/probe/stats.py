@@ -50,8 +50,10 @@ def dist(values: list[float], scale: float = 1000.0) -> dict:
     return out
 
 
-def summarize(results: list[Result], offered_rps: float, scheduled_rps: float | None = None) -> dict:
-    """Metrics of the measured requests (warm-up excluded); see the module docstring."""
+def summarize(results: list[Result], offered_rps: float, scheduled_rps: float | None = None,
+              window_s: float | None = None) -> dict:
+    """Metrics of the measured requests (warm-up excluded); see the module docstring. ``window_s``:
+    the trial's window, for a class's share of the throughput (else the requests' own window)."""
     m = [r for r in results if r.measured]
     ok = [r for r in m if r.ok]
     if m:
@@ -63,6 +65,8 @@ def summarize(results: list[Result], offered_rps: float, scheduled_rps: float | 
             if len(sent) > 1 else 0.0
     else:
         window, sent, sent_span = 1e-9, [], 0.0
+    if window_s:
+        window = window_s
     out_tok = sum(r.completion_tokens or 0 for r in ok)
     prompt_tok = sum(r.prompt_tokens or 0 for r in ok)
     lags = [r.lag_s for r in sent]

@@ -78,6 +78,7 @@ def test_poisson_schedule_has_the_rate_shares_and_ranges():
     c = cfg(duration_s=500, warmup_s=0, min_requests=1)
     planned = load.plan(c, 10.0, PromptMaker(seed=1), seed=3)
     assert len(planned) == 5000
+    assert planned[-1].intended_s == pytest.approx(5000 / 10.0)  # the offered rate is exact (as vLLM bench)
     gaps = [b.intended_s - a.intended_s for a, b in zip(planned, planned[1:], strict=False)]
     assert statistics.mean(gaps) == pytest.approx(0.1, rel=0.05)
     assert statistics.pstdev(gaps) / statistics.mean(gaps) == pytest.approx(1.0, rel=0.08)  # exponential: cv 1
