@@ -97,7 +97,8 @@ def copy_probe(host: str) -> None:
 
 def probe_on_host(host: str, rate: float, n: int, inp: int, out: int, seed: int) -> dict:
     script = (f"set -a; . /etc/llmfleet/vllm/api-key.env; cd /tmp && PYTHONDONTWRITEBYTECODE=1 "
-              f"PYTHONPATH=/tmp/llmfleet-probe {VENV}/bin/python -c {shlex.quote(DRIVER)} {rate} {n} {inp} {out} {seed} {MODEL_LINK}")
+              f"PYTHONPATH=/tmp/llmfleet-probe {VENV}/bin/python -c {shlex.quote(DRIVER)} "
+              f"{rate} {n} {inp} {out} {seed} {MODEL_LINK}")
     proc = subprocess.run(labmod.ssh_command(host, ["sudo", "sh", "-c", shlex.quote(script)]), capture_output=True,
                           text=True, timeout=1200)
     if proc.returncode != 0:
