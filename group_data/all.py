@@ -344,3 +344,9 @@ probe_search_precision = 0.1  # bisection stops when (lowest failing - highest p
 probe_baseline_file = None
 probe_baseline_tolerance = 0.15
 probe_seed = 0  # schedules and prompts are drawn from it: runs are reproducible
+
+# ---------------------------------------------------------------------------------------------
+# onboarding (`llmfleet onboard`): the free space a new host needs on the filesystem that holds
+# vllm_models_dir (GiB); a 13B fp16 model is 26 GB, and the previous version stays for rollback.
+# ---------------------------------------------------------------------------------------------
+onboard_min_free_gb = 100

@@ -202,6 +202,8 @@ class Settings(BaseModel):
     probe_baseline_file: str | None
     probe_baseline_tolerance: Annotated[float, Field(gt=0, lt=1)]
     probe_seed: int
+    # onboarding
+    onboard_min_free_gb: PositiveInt
 
 
 class SettingsError(ValueError):
