@@ -304,7 +304,8 @@ def _state_dir(value: str | None):
               help="Hosts verified at once.")
 @click.option("--skip", type=click.Choice(["hardware", "config", "state"]), multiple=True,
               help="Leave a kind of drift out (repeatable).")
-def audit_cmd(inventory, limit, waivers_file, state_dir, out_dir, workers, skip) -> None:
+@click.option("--data", multiple=True, help="Override a setting for every host, as pyinfra's --data (repeatable).")
+def audit_cmd(inventory, limit, waivers_file, state_dir, out_dir, workers, skip, data) -> None:
     """Which hosts no longer match what is declared, and how: config drift (the deploy's dry run),
     state drift (the verify suite), hardware drift (against the fingerprint recorded at onboarding).
     Exit 0: clean; 1: drift found (or a host unreachable, or a waiver expired); 2: could not run."""
@@ -315,7 +316,7 @@ def audit_cmd(inventory, limit, waivers_file, state_dir, out_dir, workers, skip)
 
     doc, paths = audit(inventory, list(limit) or None, _state_dir(state_dir), Path(out_dir),
                        Path(waivers_file) if waivers_file else None, workers, tuple(skip),
-                       log=lambda m: err.print(m, highlight=False))
+                       log=lambda m: err.print(m, highlight=False), data=list(data) or None)
     wide = Console(width=max(console.width, 140))
     for part in report.terminal(doc):
         wide.print(part, highlight=False)

@@ -14,10 +14,11 @@ KINDS_RUN = ("hardware", "config", "state")
 
 
 def audit(inventory: str, limit: list[str] | None, state_dir: Path, out_dir: Path, waivers_file: Path | None,
-          workers: int = 8, skip: tuple[str, ...] = (), today: dt.date | None = None, log=print) -> tuple[dict, dict]:
+          workers: int = 8, skip: tuple[str, ...] = (), today: dt.date | None = None, log=print,
+          data: list[str] | None = None) -> tuple[dict, dict]:
     today = today or dt.date.today()
     waiver_list = waivers.load(waivers_file) if waivers_file else []
-    chosen = inventory_hosts(inventory, limit)
+    chosen = inventory_hosts(inventory, limit, data)
     names = [h["name"] for h in chosen]
     results = {n: HostResult(n) for n in names}
     log(f"audit: {len(names)} host(s) of {inventory}: reading hardware fingerprints (and who answers)")
@@ -40,9 +41,10 @@ def audit(inventory: str, limit: list[str] | None, state_dir: Path, out_dir: Pat
             results[n].checks_run += fingerprint.field_count(recorded)
             results[n].problems += fingerprint.compare(n, recorded, found[n])
     with ThreadPoolExecutor(max_workers=2) as pool:
-        config_job = pool.submit(config_drift.plan, inventory, [h["name"] for h in reachable]) \
+        config_job = pool.submit(config_drift.plan, inventory, [h["name"] for h in reachable], data) \
             if "config" not in skip else None
-        state_job = pool.submit(state_drift.verify, inventory, reachable, workers) if "state" not in skip else None
+        state_job = pool.submit(state_drift.verify, inventory, reachable, workers, data=data) \
+            if "state" not in skip else None
         if config_job:
             log("audit: config drift (the deploy's dry run) ...")
             problems, notes, n_ops = config_job.result()

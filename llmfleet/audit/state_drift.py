@@ -23,7 +23,8 @@ _EXPECT = re.compile(r"expected (?P<expected>.+?), actual (?P<actual>.+)$")
 
 
 def verify(inventory: str, hosts: list[dict], workers: int = 8, marker: str = "not acceptance",
-           timeout_s: int = 1800) -> tuple[list[Problem], dict[str, int], dict[str, list[str]]]:
+           timeout_s: int = 1800, data: list[str] | None = None
+           ) -> tuple[list[Problem], dict[str, int], dict[str, list[str]]]:
     """(problems, {host: checks run}, {host: notes})."""
     tmp = Path(tempfile.mkdtemp(prefix="llmfleet-audit-"))
     ssh_config = tmp / "ssh_config"
@@ -34,7 +35,7 @@ def verify(inventory: str, hosts: list[dict], workers: int = 8, marker: str = "n
         results = tmp / f"{name}.jsonl"
         args = [sys.executable, "-m", "pytest", str(ROOT / "verify"), "-q", "-p", "no:cacheprovider",
                 "-p", "llmfleet.audit.pytest_plugin", f"--hosts={urls[name]}", "--inventory", inventory,
-                "-m", marker, "-o", "addopts="]
+                "-m", marker, "-o", "addopts="] + [a for kv in (data or []) for a in ("--data", kv)]
         proc = subprocess.run(args, capture_output=True, text=True, cwd=ROOT, timeout=timeout_s,
                               env={**os.environ, "LLMFLEET_AUDIT_RESULTS": str(results)})
         lines = [json.loads(x) for x in results.read_text().splitlines()] if results.is_file() else []
