@@ -44,7 +44,9 @@ def read(inventory: str, limit: list[str] | None) -> tuple[dict[str, dict], dict
             data = {}
         else:
             raise AuditError(f"reading the hardware fingerprint failed: {proc.stderr.strip()[-800:]}") from None
-    found = {h: v for h, v in data.items() if isinstance(v, dict)}
+    # pyinfra's fact JSON: {fact name: {host: value}}; a host that did not answer has no value
+    values = data.get("llmfleet.facts.HardwareFingerprint", {})
+    found = {h: v for h, v in values.items() if isinstance(v, dict)}
     why = {}
     for line in proc.stderr.splitlines():
         m = re.match(r"\s*\[([^\]]+)\]\s+(.*)", line)

@@ -53,6 +53,7 @@ def _save(state_dir: Path, host: str, progress: dict) -> None:
 
 
 def _facts(inventory: str, host: str, models_dir: str) -> dict:
+    """{fact: value} of the preflight facts on one host, read in one pyinfra run."""
     args = [sys.executable, "-m", "pyinfra", inventory, "fact", "llmfleet.facts.Preflight",
             "llmfleet.facts.HardwareFingerprint", "llmfleet.facts.DiskFree", f"path={models_dir}", "--json", "-y",
             "--limit", host]
@@ -61,11 +62,12 @@ def _facts(inventory: str, host: str, models_dir: str) -> dict:
         data = json.loads(proc.stdout[proc.stdout.index("{"):])
     except ValueError:
         data = {}
-    if host not in data:
+    facts = {name.split(" (")[0]: values.get(host) for name, values in data.items()}
+    if len(facts) < 3 or any(v is None for v in facts.values()):
         tail = " | ".join(ln.strip() for ln in proc.stderr.splitlines() if host in ln)[-500:]
         raise StageFailed("preflight", [f"{host} did not answer ({tail or 'no reply'}) (fix: check that it is up "
                                         "and reachable with the inventory's ssh settings)"])
-    return data[host]
+    return facts
 
 
 def preflight(inventory: str, host: str, settings) -> tuple[list[str], dict]:
