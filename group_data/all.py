@@ -344,6 +344,9 @@ probe_search_precision = 0.1  # bisection stops when (lowest failing - highest p
 probe_baseline_file = None
 probe_baseline_tolerance = 0.15
 probe_seed = 0  # schedules and prompts are drawn from it: runs are reproducible
+# A measurement is only valid if the client sent on time: verify fails when the probe's P99
+# scheduling lag (actual - intended send) is above this (ms): run the probe from a quieter machine.
+probe_max_client_lag_ms = 20.0
 
 # ---------------------------------------------------------------------------------------------
 # onboarding (`llmfleet onboard`): the free space a new host needs on the filesystem that holds

@@ -47,13 +47,14 @@ def test_sla_holds_at_the_check_rate(host_name, probed):
         f"(report: reports/probe/{host_name}.json)")
 
 
-def test_the_client_kept_the_schedule(host_name, probed):
+def test_the_client_kept_the_schedule(host_name, settings, probed):
     """A measurement is only valid if the client sent on time (benchmarking.md pitfall 1)."""
     _, rep = probed
     o = rep.trials[-1].overall
-    lag = o.lag_ms["p99"]
-    assert lag is not None and lag < 50, (f"{host_name}: expected the probe client's P99 scheduling lag < 50 ms, "
-                                          f"actual {lag} ms: this machine is too busy to measure")
+    lag, limit = o.lag_ms["p99"], settings.probe_max_client_lag_ms
+    assert lag is not None and lag <= limit, (
+        f"{host_name}: expected the probe client's P99 scheduling lag <= {limit:g} ms (probe_max_client_lag_ms), "
+        f"actual {lag} ms: the machine running the probe is too busy for the measurement to count")
 
 
 def test_no_worse_than_the_baseline(host_name, settings, probed):
