@@ -137,8 +137,8 @@ class DiskFree(FactBase[dict]):
     def command(self, path: str) -> str:
         q = shlex.quote(path)
         return (f"p={q}; while [ ! -e \"$p\" ]; do p=$(dirname \"$p\"); done; "
-                "df -Pk \"$p\" | awk 'NR==2 {print $4*1024, $2*1024, $6}'")
+                "df -Pk \"$p\" | awk 'NR==2 {print $4, $2, $6}'")  # KiB: awk would print bytes as 2.6e+11
 
     def process(self, output) -> dict:
-        free, total, mount = "\n".join(output).split()
-        return {"free": int(free), "total": int(total), "mount": mount}
+        free, total, mount = "\n".join(output).split()[:3]
+        return {"free": int(free) * 1024, "total": int(total) * 1024, "mount": mount}

@@ -191,3 +191,13 @@ def test_the_fingerprint_script_reads_this_machine():
     fp = json.loads(subprocess.run([sys.executable, str(src)], capture_output=True, text=True, check=True).stdout)
     assert fp["cpu"]["count"] == os.cpu_count() and fp["memory_kib"] > 0
     assert fingerprint.compare("me", fp, fp) == []
+
+
+def test_disk_free_fact_reads_df_in_kib():
+    from llmfleet.facts import DiskFree
+
+    assert DiskFree().process(["258478156 263174212 /"]) == {"free": 258478156 * 1024, "total": 263174212 * 1024,
+                                                              "mount": "/"}
+    out = subprocess.run(["sh", "-c", DiskFree().command("/data/models/none/here")], capture_output=True,
+                         text=True, check=True).stdout.splitlines()
+    assert DiskFree().process(out)["free"] > 0
