@@ -241,15 +241,10 @@ def validate(host_name: str, data: dict[str, Any]) -> Settings:
 
 def probe_problems(settings: Settings) -> list[str]:
     """The probe settings that contradict each other or the served context length."""
-    from llmfleet.probe.config import length_problems, mix_problems
+    from llmfleet.probe.config import consistency_problems, length_problems
 
-    problems = [f"probe_{p}" for p in mix_problems(settings.probe_mix)]
-    if settings.probe_arrivals == "poisson" and settings.probe_burstiness != 1.0:
-        problems.append(f"probe_burstiness = {settings.probe_burstiness!r}: Poisson arrivals have burstiness 1 "
-                        "(fix: probe_arrivals = 'gamma' for bursts, or probe_burstiness = 1.0)")
-    if settings.probe_search_start_rps > settings.probe_search_max_rps:
-        problems.append(f"probe_search_start_rps = {settings.probe_search_start_rps!r}: above probe_search_max_rps "
-                        f"= {settings.probe_search_max_rps!r} (fix: start below the maximum)")
+    problems = consistency_problems(settings.probe_mix, settings.probe_arrivals, settings.probe_burstiness,
+                                    settings.probe_search_start_rps, settings.probe_search_max_rps, "probe_")
     max_len = settings.vllm_flags.get("max-model-len")
     if isinstance(max_len, int) and not isinstance(max_len, bool):
         problems += length_problems(settings.probe_mix, max_len, "probe_mix", "vllm_flags.max-model-len =")

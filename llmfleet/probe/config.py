@@ -79,19 +79,27 @@ class ProbeConfig(BaseModel):
 
     @model_validator(mode="after")
     def _consistent(self):
-        problems = mix_problems(self.mix)
-        if self.arrivals == "poisson" and self.burstiness != 1.0:
-            problems.append(f"burstiness = {self.burstiness}: Poisson arrivals have burstiness 1 "
-                            "(fix: arrivals 'gamma' for bursts, or burstiness 1)")
-        if self.search_start_rps > self.search_max_rps:
-            problems.append(f"search_start_rps = {self.search_start_rps} is above search_max_rps = "
-                            f"{self.search_max_rps} (fix: start below the maximum)")
+        problems = consistency_problems(self.mix, self.arrivals, self.burstiness, self.search_start_rps,
+                                        self.search_max_rps)
         if problems:
             raise ValueError("; ".join(problems))
         return self
 
     def class_named(self, name: str) -> RequestClass:
         return next(c for c in self.mix if c.name == name)
+
+
+def consistency_problems(mix: list[RequestClass], arrivals: str, burstiness: float, start_rps: float,
+                         max_rps: float, prefix: str = "") -> list[str]:
+    """Settings that contradict each other; ``prefix`` names them as group data does ("probe_")."""
+    problems = [f"{prefix}{p}" for p in mix_problems(mix)]
+    if arrivals == "poisson" and burstiness != 1.0:
+        problems.append(f"{prefix}burstiness = {burstiness!r}: Poisson arrivals have burstiness 1 "
+                        f"(fix: {prefix}arrivals = 'gamma' for bursts, or {prefix}burstiness = 1.0)")
+    if start_rps > max_rps:
+        problems.append(f"{prefix}search_start_rps = {start_rps!r} is above {prefix}search_max_rps = {max_rps!r} "
+                        "(fix: start below the maximum)")
+    return problems
 
 
 def mix_problems(mix: list[RequestClass]) -> list[str]:
