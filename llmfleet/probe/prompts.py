@@ -80,10 +80,3 @@ class PromptMaker:
     def count(self, text: str) -> int | None:
         return len(self.tokenizer.encode(text).ids) if self.tokenizer is not None else None
 
-
-def calibrate_with_server(session_get_count, sample_words: int = 200, seed: int = 0) -> float | None:
-    """Tokens per word from the server's /tokenize (a callable text -> token count or None)."""
-    rng = random.Random(seed)
-    text = " ".join(rng.choice(_WORDS) for _ in range(sample_words))
-    count = session_get_count(text)
-    return count / sample_words if count else None

@@ -10,7 +10,6 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from llmfleet.probe import stats
 from llmfleet.probe.config import ProbeError, RequestClass
 from llmfleet.probe.load import Trial
 
@@ -302,9 +301,3 @@ def plot(report: ProbeReport, path: Path) -> None:
     fig.savefig(path, dpi=90)
     plt.close(fig)
 
-
-def per_class_slos(mix: list[RequestClass]) -> dict[str, float | None]:
-    return {c.name: c.slo_p95_e2e_ms for c in mix}
-
-
-__all__ = ["ProbeReport", "trial_report", "gate", "save_baseline", "table", "plot", "stats"]

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from llmfleet.probe import ceiling as ceil
-from llmfleet.probe import load, report, stats
+from llmfleet.probe import load, report
 from llmfleet.probe.client import Endpoint, preflight
 from llmfleet.probe.config import ProbeConfig, ProbeError, length_problems
 from llmfleet.probe.prompts import PromptMaker, load_tokenizer
@@ -134,5 +134,3 @@ def _ceiling(rep: report.ProbeReport, profile, tp: int, model_dir: Path | None, 
     return d, ("memory-bandwidth bound decode, eta 0.8, all-reduce not counted "
                "(../shared/facts/benchmarking.md); batch from Little's law on the measured trial")
 
-
-__all__ = ["run_probe", "stats"]
