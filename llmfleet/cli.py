@@ -242,11 +242,8 @@ def probe_cmd(url, model, api_key_file, inventory, limit, search_mode, rate, req
                 raise ProbeError(f"--gpu-profile {gpu_profile!r}: no such profile (fix: one of "
                                  f"{', '.join(sorted(defaults['gpu_profiles']))})")
             profile = GpuProfile(**defaults["gpu_profiles"][gpu_profile])
-        settings_like = type("D", (), {k: v for k, v in defaults.items() if k.startswith("probe_")})
         try:
-            from llmfleet.probe.config import RequestClass
-            settings_like.probe_mix = [RequestClass(**c) for c in defaults["probe_mix"]]
-            config = adjust(fleet.from_settings(settings_like))
+            config = adjust(fleet.from_settings(defaults))
         except ValidationError as exc:
             raise ProbeError(describe(exc)) from None
         targets = [fleet.Target(None, url.rstrip("/"), model, key, config, Path(tokenizer) if tokenizer else None,

@@ -128,16 +128,10 @@ def describe(exc: ValidationError, prefix: str = "probe", sep: str = "_") -> str
 
 
 def from_settings(settings) -> ProbeConfig:
-    """The probe settings of a host's validated group data (llmfleet.settings.Settings)."""
-    return ProbeConfig(
-        mix=settings.probe_mix, slo_p95_e2e_ms=settings.probe_slo_p95_e2e_ms, check_rps=settings.probe_check_rps,
-        arrivals=settings.probe_arrivals, burstiness=settings.probe_burstiness,
-        duration_s=settings.probe_duration_s, warmup_s=settings.probe_warmup_s,
-        min_requests=settings.probe_min_requests, request_timeout_s=settings.probe_request_timeout_s,
-        stall_timeout_s=settings.probe_stall_timeout_s, repeats=settings.probe_repeats,
-        search_start_rps=settings.probe_search_start_rps, search_max_rps=settings.probe_search_max_rps,
-        search_precision=settings.probe_search_precision, baseline_tolerance=settings.probe_baseline_tolerance,
-        seed=settings.probe_seed)
+    """The probe settings of a host's group data: every ``probe_<field>`` of ``settings`` (a validated
+    llmfleet.settings.Settings, or a mapping of group data's defaults) for each field of ProbeConfig."""
+    get = settings.get if isinstance(settings, dict) else (lambda name: getattr(settings, name))
+    return ProbeConfig(**{f: get(f"probe_{f}") for f in ProbeConfig.model_fields})
 
 
 def load_mix(path: Path) -> list[RequestClass]:
