@@ -347,3 +347,9 @@ probe_seed = 0  # schedules and prompts are drawn from it: runs are reproducible
 # A measurement is only valid if the client sent on time: verify fails when the probe's P99
 # scheduling lag (actual - intended send) is above this (ms): run the probe from a quieter machine.
 probe_max_client_lag_ms = 20.0
+
+# ---------------------------------------------------------------------------------------------
+# onboarding (`llmfleet onboard`): the free space a new host needs on the filesystem that holds
+# vllm_models_dir (GiB); a 13B fp16 model is 26 GB, and the previous version stays for rollback.
+# ---------------------------------------------------------------------------------------------
+onboard_min_free_gb = 100

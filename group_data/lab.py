@@ -71,3 +71,5 @@ probe_search_precision = 0.2
 probe_baseline_tolerance = 0.5  # a shared 2-core machine: generous
 # the probe shares the 2 cores with three vLLM servers and an emulated VM: lag spikes of tens of ms
 probe_max_client_lag_ms = 250.0
+
+onboard_min_free_gb = 1  # the tiny model is 1.7 MB

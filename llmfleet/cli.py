@@ -280,5 +280,67 @@ def probe_cmd(url, model, api_key_file, inventory, limit, search_mode, rate, req
     sys.exit(1 if failed else 0)
 
 
+STATE_DIR_HELP = ("Where onboarding records each host (hardware fingerprint, progress); audits compare with it. "
+                  "Default: $LLMFLEET_STATE_DIR or fleet/.")
+
+
+def _state_dir(value: str | None):
+    from pathlib import Path
+
+    return Path(value or os.environ.get("LLMFLEET_STATE_DIR") or "fleet")
+
+
+@main.command("audit")
+@click.argument("inventory")
+@click.option("--limit", multiple=True, help="Only these hosts or groups (repeatable).")
+@click.option("--waivers", "waivers_file", type=click.Path(dir_okay=False), help="Waivers (YAML): check, hosts, "
+              "reason, expires.")
+@click.option("--state-dir", help=STATE_DIR_HELP)
+@click.option("--out-dir", default="reports/audit", show_default=True, help="Reports go to OUT/<timestamp>/.")
+@click.option("--workers", type=click.IntRange(min=1), default=8, show_default=True,
+              help="Hosts verified at once.")
+@click.option("--skip", type=click.Choice(["hardware", "config", "state"]), multiple=True,
+              help="Leave a kind of drift out (repeatable).")
+@click.option("--data", multiple=True, help="Override a setting for every host, as pyinfra's --data (repeatable).")
+def audit_cmd(inventory, limit, waivers_file, state_dir, out_dir, workers, skip, data) -> None:
+    """Which hosts no longer match what is declared, and how: config drift (the deploy's dry run),
+    state drift (the verify suite), hardware drift (against the fingerprint recorded at onboarding).
+    Exit 0: clean; 1: drift found (or a host unreachable, or a waiver expired); 2: could not run."""
+    from pathlib import Path
+
+    from llmfleet.audit import report
+    from llmfleet.audit.run import audit
+
+    doc, paths = audit(inventory, list(limit) or None, _state_dir(state_dir), Path(out_dir),
+                       Path(waivers_file) if waivers_file else None, workers, tuple(skip),
+                       log=lambda m: err.print(m, highlight=False), data=list(data) or None)
+    wide = Console(width=max(console.width, 140))
+    for part in report.terminal(doc):
+        wide.print(part, highlight=False)
+    wide.print(f"reports: {paths['json']}, {paths['junit']}, {paths['html']}", highlight=False)
+    sys.exit(doc["exit_status"])
+
+
+@main.command("onboard")
+@click.argument("inventory")
+@click.option("--limit", "host", required=True, help="The host to onboard (its inventory name).")
+@click.option("--state-dir", help=STATE_DIR_HELP)
+@click.option("--out-dir", default="reports/audit", show_default=True, help="Where its first audit report goes.")
+@click.option("--restart", is_flag=True, help="Run every stage again, from preflight.")
+@click.option("--stop-after", type=click.Choice(["preflight", "deploy", "verify", "acceptance", "record"]),
+              help="Stop after this stage (run again to continue).")
+def onboard_cmd(inventory, host, state_dir, out_dir, restart, stop_after) -> None:
+    """Bring a new server in: preflight, deploy, verify, acceptance probe, record its hardware
+    fingerprint, first audit. Resumable: running it again continues where it stopped."""
+    from pathlib import Path
+
+    from llmfleet.audit.onboard import onboard
+
+    progress = onboard(inventory, host, _state_dir(state_dir), Path(out_dir), restart, stop_after,
+                       log=lambda m: console.print(m, highlight=False))
+    if progress.get("onboarded"):
+        console.print(f"[bold green]{host}: onboarded[/] ({progress['onboarded']})", highlight=False)
+
+
 if __name__ == "__main__":
     main()

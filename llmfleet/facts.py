@@ -118,3 +118,27 @@ class VllmState(FactBase[dict]):
     def process(self, output) -> dict:
         return json.loads("\n".join(output))
 
+
+class HardwareFingerprint(FactBase[dict]):
+    """What a swapped or degraded part would change: system and CPU, memory, GPUs (serial, VBIOS,
+    PCI slot, PCIe width, memory), NVLink topology, driver, disks. Recorded at onboarding; audits
+    compare it (llmfleet/audit/fingerprint.py)."""
+
+    def command(self) -> str:
+        return python_script("hardware_fingerprint")
+
+    def process(self, output) -> dict:
+        return json.loads("\n".join(output))
+
+
+class DiskFree(FactBase[dict]):
+    """Free and total space (bytes) of the filesystem that holds ``path`` (or its nearest existing parent)."""
+
+    def command(self, path: str) -> str:
+        q = shlex.quote(path)
+        return (f"p={q}; while [ ! -e \"$p\" ]; do p=$(dirname \"$p\"); done; "
+                "df -Pk \"$p\" | awk 'NR==2 {print $4, $2, $6}'")  # KiB: awk would print bytes as 2.6e+11
+
+    def process(self, output) -> dict:
+        free, total, mount = "\n".join(output).split()[:3]
+        return {"free": int(free) * 1024, "total": int(total) * 1024, "mount": mount}

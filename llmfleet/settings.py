@@ -203,6 +203,8 @@ class Settings(BaseModel):
     probe_baseline_tolerance: Annotated[float, Field(gt=0, lt=1)]
     probe_seed: int
     probe_max_client_lag_ms: Annotated[float, Field(gt=0)]
+    # onboarding
+    onboard_min_free_gb: PositiveInt
 
 
 class SettingsError(ValueError):

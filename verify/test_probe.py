@@ -14,7 +14,7 @@ from llmfleet.probe import fleet, report
 from llmfleet.probe.config import ProbeError
 from llmfleet.probe.run import run_probe
 
-pytestmark = pytest.mark.acceptance  # performance, not state: state-only runs leave it out (-m 'not acceptance')
+pytestmark = pytest.mark.acceptance  # performance, not state: onboarding runs it, audits skip it
 REPORTS = Path(__file__).resolve().parents[1] / "reports" / "probe"
 
 

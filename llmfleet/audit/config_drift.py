@@ -1,0 +1,45 @@
+"""Config drift: what a deploy would change now, per host (`pyinfra INV deploy.py --dry --json`).
+
+llmfleet's operations report a change only when the host differs from group data (a second
+deploy plans nothing: tests/integration/test_lab.py), so every planned change is drift. An
+operation whose change is decided only at run time (pyinfra's conditional changes, `_if`) is
+listed as a note, not as drift; an operation that would always report a change (a raw shell
+command) can be waived by its check id, e.g. `deploy: server.shell*`."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from llmfleet.audit.inventory import ROOT, AuditError
+from llmfleet.audit.model import Problem
+
+
+def plan(inventory: str, hosts: list[str], data: list[str] | None = None) -> tuple[list[Problem], dict, int]:
+    """(problems, {host: notes}, operations planned)."""
+    if not hosts:
+        return [], {}, 0
+    args = [sys.executable, "-m", "pyinfra", inventory, "deploy.py", "--dry", "--json", "-y",
+            "--limit", ",".join(hosts)] + [a for kv in (data or []) for a in ("--data", kv)]
+    proc = subprocess.run(args, capture_output=True, text=True, cwd=ROOT, timeout=3600)
+    try:
+        doc = json.loads(proc.stdout[proc.stdout.index("{"):])
+    except ValueError:
+        raise AuditError(f"the deploy's dry run failed (exit {proc.returncode}): "
+                         f"{_last_error(proc.stderr)}") from None
+    problems, notes = [], {}
+    for op in doc["plan"]:
+        for h in op["hosts_with_change"]:
+            problems.append(Problem(h, "config", f"deploy: {op['name']}",
+                                    f"the deploy would change: {op['name']}", "as group data declares",
+                                    "differs (a deploy would change it)"))
+        for h in op["hosts_with_conditional_change"]:
+            notes.setdefault(h, []).append(f"decided at run time, not counted: {op['name']}")
+    return problems, notes, len(doc["plan"])
+
+
+def _last_error(stderr: str) -> str:
+    lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
+    keep = [ln for ln in lines if "error" in ln.lower() or "host " in ln.lower()]
+    return " | ".join((keep or lines)[-5:])[-1500:]

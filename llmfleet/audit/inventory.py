@@ -1,0 +1,56 @@
+"""Hosts of a pyinfra inventory with their data, and how testinfra reaches them."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from llmfleet.errors import LlmfleetError
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class AuditError(LlmfleetError):
+    """The audit or onboarding could not run (exit status 2)."""
+
+
+def hosts(inventory: str, limit: list[str] | None = None, data: list[str] | None = None) -> list[dict]:
+    """[{name, groups, data}] of the inventory, limited to hosts or groups named in ``limit``."""
+    args = [a for kv in (data or []) for a in ("--data", kv)]
+    proc = subprocess.run([sys.executable, "-m", "pyinfra", *args, inventory, "debug-inventory", "--json"],
+                          capture_output=True, text=True, cwd=ROOT)
+    if proc.returncode != 0:
+        raise AuditError(f"cannot read inventory {inventory}: {proc.stderr.strip()[-500:]} (fix: the path of a "
+                         "pyinfra inventory, e.g. inventories/prod.py)")
+    found = json.loads(proc.stdout)
+    if not limit:
+        return found
+    chosen = [h for h in found if h["name"] in limit or set(limit) & set(h.get("groups", []))]
+    if not chosen:
+        names = sorted({h["name"] for h in found} | {g for h in found for g in h.get("groups", [])})
+        raise AuditError(f"--limit {','.join(limit)}: no such host or group in {inventory} (it has: "
+                         f"{', '.join(names)})")
+    return chosen
+
+
+def testinfra_url(name: str, data: dict, ssh_config: Path) -> str:
+    """A testinfra host URL for an inventory host; its ssh settings go to ``ssh_config`` (appended),
+    so that testinfra's host name is the inventory name (verify/conftest.py maps it back)."""
+    if name.startswith("@local"):
+        return "local://"
+    lines = [f"Host {name}"]
+    if data.get("ssh_hostname"):
+        lines.append(f"  HostName {data['ssh_hostname']}")
+    for key, opt in (("ssh_port", "Port"), ("ssh_user", "User"), ("ssh_key", "IdentityFile"),
+                     ("ssh_known_hosts_file", "UserKnownHostsFile")):
+        if data.get(key):
+            lines.append(f"  {opt} {data[key]}")
+    if data.get("ssh_strict_host_key_checking"):
+        lines.append(f"  StrictHostKeyChecking {data['ssh_strict_host_key_checking']}")
+    lines.append("  ConnectTimeout 10")
+    with ssh_config.open("a") as f:
+        f.write("\n".join(lines) + "\n")
+    sudo = "&sudo=true" if data.get("ssh_user") not in (None, "root") else ""
+    return f"ssh://{name}?ssh_config={ssh_config}{sudo}"

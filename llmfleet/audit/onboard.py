@@ -1,0 +1,215 @@
+"""`llmfleet onboard INVENTORY --limit HOST`: bring a new server in and prove it is as good as the others.
+
+Stages, each recorded in <state dir>/hosts/<host>/onboarding.json when it succeeds, so that running
+the command again continues where it stopped (``--restart`` starts over):
+
+1. preflight: the host answers; a supported OS; the GPUs its profile expects (model, count, PCIe
+   width); free space for models on the filesystem of ``vllm_models_dir``.
+2. deploy: `pyinfra INV deploy.py -y --limit HOST` (reboots as the deploy decides).
+3. verify: the verify suite on the host (state checks), every check passing.
+4. acceptance: the probe's check trial (verify/test_probe.py's), within the SLOs and, with a stored
+   baseline for the host's group (``probe_baseline_file``), within its tolerance.
+5. record: the hardware fingerprint (audits compare against it).
+6. audit: the host's first audit, which must be clean; only then is the host marked onboarded.
+
+A host that fails a stage is reported with the reasons and is not marked onboarded.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from llmfleet.audit import fingerprint
+from llmfleet.audit.inventory import ROOT, AuditError
+from llmfleet.audit.inventory import hosts as inventory_hosts
+
+STAGES = ("preflight", "deploy", "verify", "acceptance", "record", "audit")
+SUPPORTED_OS = {("ubuntu", "20.04"), ("ubuntu", "22.04"), ("ubuntu", "24.04"), ("debian", "12")}
+
+
+class StageFailed(Exception):
+    def __init__(self, stage: str, reasons: list[str]):
+        super().__init__(f"{stage}: " + "; ".join(reasons))
+        self.stage, self.reasons = stage, reasons
+
+
+def progress_path(state_dir: Path, host: str) -> Path:
+    return state_dir / "hosts" / host / "onboarding.json"
+
+
+def _load(state_dir: Path, host: str) -> dict:
+    p = progress_path(state_dir, host)
+    return json.loads(p.read_text()) if p.is_file() else {"host": host, "stages": {}}
+
+
+def _save(state_dir: Path, host: str, progress: dict) -> None:
+    p = progress_path(state_dir, host)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(json.dumps(progress, indent=2) + "\n")
+
+
+def _facts(inventory: str, host: str, models_dir: str) -> dict:
+    """{fact: value} of the preflight facts on one host, read in one pyinfra run."""
+    args = [sys.executable, "-m", "pyinfra", inventory, "fact", "llmfleet.facts.Preflight",
+            "llmfleet.facts.HardwareFingerprint", "llmfleet.facts.DiskFree", f"path={models_dir}", "--json", "-y",
+            "--limit", host]
+    proc = subprocess.run(args, capture_output=True, text=True, cwd=ROOT, timeout=600)
+    try:
+        data = json.loads(proc.stdout[proc.stdout.index("{"):])
+    except ValueError:
+        data = {}
+    facts = {name.split(" (")[0]: values.get(host) for name, values in data.items()}
+    if len(facts) < 3 or any(v is None for v in facts.values()):
+        tail = " | ".join(ln.strip() for ln in proc.stderr.splitlines() if host in ln)[-500:]
+        raise StageFailed("preflight", [f"{host} did not answer ({tail or 'no reply'}) (fix: check that it is up "
+                                        "and reachable with the inventory's ssh settings)"])
+    return facts
+
+
+def preflight(inventory: str, host: str, settings) -> tuple[list[str], dict]:
+    facts = _facts(inventory, host, str(settings.vllm_models_dir))
+    pre = facts["llmfleet.facts.Preflight"]
+    fp = facts["llmfleet.facts.HardwareFingerprint"]
+    disk = facts["llmfleet.facts.DiskFree"]
+    problems = []
+    if (pre["os"], pre["os_version"]) not in SUPPORTED_OS:
+        problems.append(f"OS {pre['os']} {pre['os_version']} is not supported (supported: "
+                        f"{', '.join(f'{o} {v}' for o, v in sorted(SUPPORTED_OS))})")
+    profile = settings.gpu_profiles.get(settings.gpu_profile) if settings.gpu_profile else None
+    gpus = fp.get("gpus", [])
+    if profile:
+        if len(gpus) != profile.count:
+            problems.append(f"gpu_profile {settings.gpu_profile} expects {profile.count} x {profile.model_name}, "
+                            f"the host shows {len(gpus)} GPU(s) (fix: check the hardware, or the host's gpu_profile)")
+        for i, g in enumerate(gpus):
+            name = g.get("name") or g.get("device")
+            if name not in (profile.model_name, profile.pci_device_id):
+                problems.append(f"GPU {i}: {name}, expected {profile.model_name}")
+            width = g.get("pcie.link.width.max")
+            if width and str(width).isdigit() and int(width) < profile.pcie_width:
+                problems.append(f"GPU {i} ({g.get('pci.bus_id')}): PCIe x{width}, expected x{profile.pcie_width} "
+                                "(an x8 slot or a bad riser)")
+    elif gpus:
+        problems.append(f"the host has {len(gpus)} NVIDIA GPU(s) but gpu_profile is None (fix: set its gpu_profile)")
+    need = settings.onboard_min_free_gb * 1024 ** 3
+    if disk["free"] < need:
+        problems.append(f"{disk['free'] / 1024 ** 3:.1f} GiB free on {disk['mount']} (holding vllm_models_dir "
+                        f"{settings.vllm_models_dir}), onboard_min_free_gb = {settings.onboard_min_free_gb} "
+                        "(fix: free space or a larger disk)")
+    return problems, {"os": f"{pre['os']} {pre['os_version']}", "kernel": pre["kernel"], "gpus": len(gpus),
+                      "disk_free_gib": round(disk["free"] / 1024 ** 3, 1), "fingerprint": fp}
+
+
+def onboard(inventory: str, host: str, state_dir: Path, out_dir: Path, restart: bool = False,
+            stop_after: str | None = None, log=print) -> dict:
+    from llmfleet.settings import SettingsError, validate
+
+    chosen = inventory_hosts(inventory, [host])
+    if len(chosen) != 1 or chosen[0]["name"] != host:
+        raise AuditError(f"--limit {host}: onboarding takes one host by name (it matched "
+                         f"{', '.join(h['name'] for h in chosen)})")
+    try:
+        settings = validate(host, chosen[0]["data"])
+    except SettingsError as exc:
+        raise AuditError(str(exc)) from None
+    progress = {"host": host, "stages": {}} if restart else _load(state_dir, host)
+    progress.pop("failed", None)
+    if progress.get("onboarded") and not restart:
+        log(f"{host}: onboarded on {progress['onboarded']}; nothing to do (--restart to run every stage again)")
+        return progress
+    for stage in STAGES:
+        done = progress["stages"].get(stage)
+        if done:
+            log(f"{host}: {stage}: done on {done['at']}, skipped")
+            continue
+        log(f"{host}: {stage} ...")
+        try:
+            detail = _run_stage(stage, inventory, host, settings, state_dir, out_dir, progress, log)
+        except StageFailed as exc:
+            progress["failed"] = {"stage": exc.stage, "reasons": exc.reasons, "at": _now()}
+            _save(state_dir, host, progress)
+            raise AuditError(f"{host}: onboarding stopped at {exc.stage}: " + "; ".join(exc.reasons)
+                             + f" (not onboarded; run again after the fix: it continues from {exc.stage})") from None
+        progress["stages"][stage] = {"at": _now(), **(detail or {})}
+        if stage == STAGES[-1]:
+            progress["onboarded"] = progress["stages"][stage]["at"]
+        _save(state_dir, host, progress)
+        log(f"{host}: {stage}: done")
+        if stop_after == stage:
+            log(f"{host}: stopped after {stage} as asked; run the same command again to continue")
+            return progress
+    return progress
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+
+
+def _run_stage(stage, inventory, host, settings, state_dir, out_dir, progress, log) -> dict | None:
+    if stage == "preflight":
+        problems, info = preflight(inventory, host, settings)
+        if problems:
+            raise StageFailed(stage, problems)
+        progress["preflight_fingerprint"] = info.pop("fingerprint")
+        return info
+    if stage == "deploy":
+        proc = subprocess.run([sys.executable, "-m", "pyinfra", inventory, "deploy.py", "-y", "--limit", host],
+                              capture_output=True, text=True, cwd=ROOT, timeout=7200)
+        if proc.returncode != 0:
+            lines = [ln.strip() for ln in (proc.stdout + proc.stderr).splitlines() if ln.strip()]
+            raise StageFailed(stage, [f"the deploy failed (exit {proc.returncode}): " + " | ".join(lines[-6:])])
+        return None
+    if stage == "verify":
+        from llmfleet.audit import state_drift
+
+        chosen = inventory_hosts(inventory, [host])
+        problems, counts, _ = state_drift.verify(inventory, chosen, workers=1)
+        if problems:
+            raise StageFailed(stage, [f"{p.check}: {p.message}" for p in problems])
+        return {"checks": counts.get(host, 0)}
+    if stage == "acceptance":
+        from llmfleet.probe import fleet
+        from llmfleet.probe.config import ProbeError
+        from llmfleet.probe.run import run_probe
+
+        if not settings.vllm_enabled:
+            return {"probe": "vllm_enabled is False: nothing to measure"}
+        t = fleet.target_of(host, settings, chosen_address(inventory, host))
+        try:
+            rep = run_probe(t.url, t.model, t.api_key, t.config, tokenizer=t.tokenizer, host=host,
+                            gpu_profile=t.gpu_profile, tensor_parallel=t.tensor_parallel, model_dir=t.model_dir,
+                            model_dtype=t.model_dtype, baseline_file=t.baseline_file, log=lambda m: None)
+        except ProbeError as exc:
+            raise StageFailed(stage, [f"the probe could not run: {exc}"]) from None
+        folder = state_dir / "hosts" / host
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "acceptance-probe.json").write_text(rep.model_dump_json(indent=2) + "\n")
+        if not rep.passed:
+            raise StageFailed(stage, rep.reasons)
+        o = rep.trials[-1].overall
+        return {"rate": rep.trials[-1].offered_rps, "p95_e2e_ms": o.e2e_ms.p95,
+                "baseline": rep.gate.message if rep.gate else "no baseline stored for this host's group"}
+    if stage == "record":
+        found, why = fingerprint.read(inventory, [host])
+        if host not in found:
+            raise StageFailed(stage, [f"{host} did not answer: {why.get(host, 'no reply')}"])
+        path = fingerprint.record(state_dir, host, found[host])
+        return {"fingerprint": str(path)}
+    if stage == "audit":
+        from llmfleet.audit.run import audit
+
+        doc, paths = audit(inventory, [host], state_dir, out_dir, None, workers=1, log=log)
+        problems = [p for h in doc["hosts"].values() for p in h["problems"] if not p["waived"]]
+        if problems:
+            raise StageFailed(stage, [f"[{p['kind']}] {p['check']}: {p['message']}" for p in problems])
+        return {"report": str(paths["json"])}
+    raise AssertionError(stage)
+
+
+def chosen_address(inventory: str, host: str) -> str:
+    (h,) = inventory_hosts(inventory, [host])
+    return h["data"].get("ssh_hostname") or host

@@ -1,0 +1,166 @@
+"""The fleet report: JSON (for machines), JUnit XML (for CI systems), HTML (for people), a terminal
+summary; kept in <out>/<timestamp>/, each new one saying what changed since the previous one."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+from xml.etree import ElementTree as ET
+
+from jinja2 import Environment
+
+from llmfleet.audit.model import KINDS, HostResult, Problem
+
+SCHEMA = "llmfleet-audit/1"
+
+
+def build(inventory: str, limit: list[str] | None, results: dict[str, HostResult], extra: list[Problem],
+          previous: dict | None, previous_path: str | None, created: str) -> dict:
+    hosts = {}
+    for name, r in sorted(results.items()):
+        hosts[name] = {"reachable": r.reachable, "checks_run": r.checks_run, "notes": r.notes,
+                       "problems": [p.as_dict() for p in r.problems]}
+    all_problems = [p for r in results.values() for p in r.problems] + extra
+    open_problems = [p for p in all_problems if not p.waived]
+    keys_now = {_key(p.as_dict()) for p in open_problems}
+    changes = {"previous": previous_path, "new": [], "resolved": []}
+    if previous is not None:
+        before = {_key(p): p for h in previous["hosts"].values() for p in h["problems"] if not p.get("waived")}
+        before |= {_key(p): p for p in previous.get("fleet_problems", []) if not p.get("waived")}
+        changes["new"] = sorted(" | ".join(k) for k in keys_now - set(before))
+        changes["resolved"] = sorted(" | ".join(k) for k in set(before) - keys_now)
+    unreachable = [n for n, r in results.items() if not r.reachable]
+    drift = [n for n, r in results.items() if r.reachable and r.open_problems]
+    status = 2 if results and len(unreachable) == len(results) else (1 if open_problems else 0)
+    return {
+        "schema": SCHEMA, "created": created, "inventory": inventory, "limit": limit,
+        "summary": {"hosts": len(results), "clean": len(results) - len(unreachable) - len(drift),
+                    "with_drift": len(drift), "unreachable": len(unreachable),
+                    "problems": len(open_problems), "waived": len(all_problems) - len(open_problems),
+                    "by_kind": {k: sum(p.kind == k for p in open_problems) for k in KINDS}},
+        "hosts": hosts,
+        "fleet_problems": [p.as_dict() for p in extra],
+        "changes_since_last": changes,
+        "exit_status": status,
+    }
+
+
+def _key(p: dict) -> tuple[str, str, str]:
+    return (p["host"], p["kind"], p["check"])
+
+
+def latest(out_dir: Path) -> tuple[dict | None, str | None]:
+    runs = sorted(d for d in out_dir.glob("*/audit.json")) if out_dir.is_dir() else []
+    if not runs:
+        return None, None
+    return json.loads(runs[-1].read_text()), str(runs[-1])
+
+
+def stamp() -> tuple[str, str]:
+    now = dt.datetime.now(dt.UTC)
+    return now.isoformat(timespec="seconds"), now.strftime("%Y%m%dT%H%M%S%fZ")
+
+
+def write(doc: dict, folder: Path) -> dict[str, Path]:
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = {"json": folder / "audit.json", "junit": folder / "junit.xml", "html": folder / "index.html"}
+    paths["json"].write_text(json.dumps(doc, indent=2, default=str) + "\n")
+    paths["junit"].write_bytes(junit(doc))
+    paths["html"].write_text(html(doc))
+    return paths
+
+
+def junit(doc: dict) -> bytes:
+    suites = ET.Element("testsuites", name="llmfleet audit", timestamp=doc["created"])
+    for name, h in doc["hosts"].items():
+        probs = h["problems"]
+        suite = ET.SubElement(suites, "testsuite", name=name, tests=str(max(1, len(probs))),
+                              failures=str(sum(1 for p in probs if not p["waived"] and p["kind"] != "unreachable")),
+                              errors=str(sum(p["kind"] == "unreachable" for p in probs)),
+                              skipped=str(sum(bool(p["waived"]) for p in probs)))
+        if not probs:
+            ET.SubElement(suite, "testcase", classname=name, name=f"clean ({h['checks_run']} checks)")
+        for p in probs:
+            case = ET.SubElement(suite, "testcase", classname=f"{name}.{p['kind']}", name=p["check"])
+            if p["waived"]:
+                ET.SubElement(case, "skipped", message=f"waived: {p['waived']}")
+            elif p["kind"] == "unreachable":
+                ET.SubElement(case, "error", message=p["message"])
+            else:
+                f = ET.SubElement(case, "failure", message=p["message"][:300])
+                f.text = f"expected: {p['expected']}\nactual: {p['actual']}\n{p['message']}"
+    if doc["fleet_problems"]:
+        suite = ET.SubElement(suites, "testsuite", name="fleet", tests=str(len(doc["fleet_problems"])),
+                              failures=str(len(doc["fleet_problems"])))
+        for p in doc["fleet_problems"]:
+            ET.SubElement(ET.SubElement(suite, "testcase", classname="fleet.waiver", name=p["check"]), "failure",
+                          message=p["message"])
+    return ET.tostring(suites, encoding="utf-8", xml_declaration=True)
+
+
+_HTML = Environment(autoescape=True).from_string("""<!doctype html>
+<html><head><meta charset="utf-8"><title>llmfleet audit {{ doc.created }}</title>
+<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}td,th{border:1px solid #ccc;
+padding:4px 8px;text-align:left;vertical-align:top}.clean{color:#060}.drift{color:#a00}.waived{color:#777}</style>
+</head><body>
+<h1>llmfleet audit: {{ doc.inventory }}</h1>
+<p>{{ doc.created }}: {{ s.hosts }} hosts, {{ s.clean }} clean, {{ s.with_drift }} with drift,
+{{ s.unreachable }} unreachable; {{ s.problems }} problems, {{ s.waived }} waived.
+Exit status {{ doc.exit_status }}.</p>
+<h2>Since the last audit</h2>
+{% if doc.changes_since_last.previous %}<p>compared with {{ doc.changes_since_last.previous }}</p>
+<ul>{% for c in doc.changes_since_last.new %}<li class="drift">new: {{ c }}</li>{% endfor %}
+{% for c in doc.changes_since_last.resolved %}<li class="clean">resolved: {{ c }}</li>{% endfor %}</ul>
+{% else %}<p>no earlier audit</p>{% endif %}
+<h2>Hosts</h2><table><tr><th>host</th><th>state</th><th>checks</th><th>problems</th></tr>
+{% for name, h in doc.hosts.items() %}<tr><td>{{ name }}</td>
+<td class="{{ 'drift' if (h.problems|rejectattr('waived')|list) else 'clean' }}">{{ 'unreachable' if not h.reachable
+ else ('drift' if (h.problems|rejectattr('waived')|list) else 'clean') }}</td><td>{{ h.checks_run }}</td><td><ul>
+{% for p in h.problems %}<li class="{{ 'waived' if p.waived else 'drift' }}">
+[{{ p.kind }}] {{ p.check }}: {{ p.message }}
+{% if p.waived %} (waived: {{ p.waived }}){% endif %}</li>{% endfor %}</ul></td></tr>{% endfor %}</table>
+{% if doc.fleet_problems %}<h2>Waivers</h2><ul>{% for p in doc.fleet_problems %}<li class="drift">{{ p.message }}
+ ({{ p.check }}, hosts {{ p.host }})</li>{% endfor %}</ul>{% endif %}
+</body></html>
+""")
+
+
+def html(doc: dict) -> str:
+    return _HTML.render(doc=doc, s=doc["summary"])
+
+
+def terminal(doc: dict):
+    from rich.table import Table
+    from rich.text import Text
+
+    t = Table(title=f"llmfleet audit: {doc['inventory']} ({doc['created']})", title_justify="left")
+    for col in ("host", "state", "checks", "unreachable", "config", "state drift", "hardware", "waived"):
+        t.add_column(col, justify="left" if col in ("host", "state") else "right")
+    details = []
+    for name, h in doc["hosts"].items():
+        live = [p for p in h["problems"] if not p["waived"]]
+        state = "unreachable" if not h["reachable"] else ("drift" if live else "clean")
+        style = {"clean": "green", "drift": "red", "unreachable": "bold red"}[state]
+        t.add_row(name, Text(state, style=style), str(h["checks_run"]),
+                  *[str(sum(p["kind"] == k for p in live)) for k in ("unreachable", "config", "state", "hardware")],
+                  str(len(h["problems"]) - len(live)))
+        for p in h["problems"]:
+            tag = f"waived ({p['waived']})" if p["waived"] else p["kind"]
+            details.append(Text(f"{name}  [{tag}] {p['check']}: {p['message']}",
+                                style="dim" if p["waived"] else None))
+    out = [t, *details]
+    for p in doc["fleet_problems"]:
+        out.append(Text(f"fleet  [waiver] {p['message']} ({p['check']}, hosts {p['host']})", style="red"))
+    ch = doc["changes_since_last"]
+    if ch["previous"]:
+        out.append(Text(f"since the last audit ({ch['previous']}): {len(ch['new'])} new, {len(ch['resolved'])} "
+                        "resolved"))
+        out += [Text(f"  new: {c}", style="red") for c in ch["new"]]
+        out += [Text(f"  resolved: {c}", style="green") for c in ch["resolved"]]
+    s = doc["summary"]
+    verdict = {0: "clean", 1: "drift found", 2: "the audit could not run"}[doc["exit_status"]]
+    out.append(Text(f"{s['hosts']} hosts: {s['clean']} clean, {s['with_drift']} with drift, {s['unreachable']} "
+                    f"unreachable; {s['problems']} problems, {s['waived']} waived: {verdict}",
+                    style="bold green" if doc["exit_status"] == 0 else "bold red"))
+    return out

@@ -1,0 +1,71 @@
+"""`llmfleet audit`: hardware, config and state drift of every host, one report, an exit status."""
+
+from __future__ import annotations
+
+import datetime as dt
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from llmfleet.audit import config_drift, fingerprint, report, state_drift, waivers
+from llmfleet.audit.inventory import hosts as inventory_hosts
+from llmfleet.audit.model import HostResult, Problem
+
+KINDS_RUN = ("hardware", "config", "state")
+
+
+def audit(inventory: str, limit: list[str] | None, state_dir: Path, out_dir: Path, waivers_file: Path | None,
+          workers: int = 8, skip: tuple[str, ...] = (), today: dt.date | None = None, log=print,
+          data: list[str] | None = None) -> tuple[dict, dict]:
+    today = today or dt.date.today()
+    waiver_list = waivers.load(waivers_file) if waivers_file else []
+    chosen = inventory_hosts(inventory, limit, data)
+    names = [h["name"] for h in chosen]
+    results = {n: HostResult(n) for n in names}
+    log(f"audit: {len(names)} host(s) of {inventory}: reading hardware fingerprints (and who answers)")
+    found, why = fingerprint.read(inventory, names)
+    for n in names:
+        if n not in found:
+            results[n].reachable = False
+            results[n].problems.append(Problem(n, "unreachable", "reachable",
+                                               f"did not answer: {why.get(n, 'no reply')} (not audited: fix the "
+                                               "connection and audit again)", "reachable", "unreachable"))
+    reachable = [h for h in chosen if h["name"] in found]
+    if "hardware" not in skip:
+        for h in reachable:
+            n = h["name"]
+            recorded = fingerprint.load(state_dir, n)
+            if recorded is None:
+                results[n].notes.append(f"no hardware fingerprint recorded in {fingerprint.path_for(state_dir, n)} "
+                                        f"(fix: llmfleet onboard {inventory} --limit {n})")
+                continue
+            results[n].checks_run += fingerprint.field_count(recorded)
+            results[n].problems += fingerprint.compare(n, recorded, found[n])
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        config_job = pool.submit(config_drift.plan, inventory, [h["name"] for h in reachable], data) \
+            if "config" not in skip else None
+        state_job = pool.submit(state_drift.verify, inventory, reachable, workers, data=data) \
+            if "state" not in skip else None
+        if config_job:
+            log("audit: config drift (the deploy's dry run) ...")
+            problems, notes, n_ops = config_job.result()
+            for p in problems:
+                results[p.host].problems.append(p)
+            for h in reachable:
+                results[h["name"]].checks_run += n_ops
+            for n, ns in notes.items():
+                results[n].notes += ns
+        if state_job:
+            log("audit: state drift (the verify suite on every host) ...")
+            problems, counts, notes = state_job.result()
+            for p in problems:
+                results[p.host].problems.append(p)
+            for n, c in counts.items():
+                results[n].checks_run += c
+            for n, ns in notes.items():
+                results[n].notes += ns
+    extra = waivers.apply([p for r in results.values() for p in r.problems], waiver_list, today)
+    previous, previous_path = report.latest(out_dir)
+    created, folder = report.stamp()
+    doc = report.build(inventory, limit, results, extra, previous, previous_path, created)
+    paths = report.write(doc, out_dir / folder)
+    return doc, paths

@@ -1,0 +1,203 @@
+"""The audit's logic: hardware fingerprint comparison, waivers, the fleet report (exit status, what
+changed since the last audit, JUnit XML, HTML), testinfra URLs, the verify-results plugin."""
+
+from __future__ import annotations
+
+import copy
+import datetime as dt
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from xml.etree import ElementTree as ET
+
+import pytest
+
+from llmfleet.audit import fingerprint, report, waivers
+from llmfleet.audit.inventory import AuditError
+from llmfleet.audit.inventory import testinfra_url as infra_url
+from llmfleet.audit.model import HostResult, Problem
+
+V100 = {"system": {"vendor": "Supermicro", "product": "SYS-4029GP", "serial": "S1"},
+        "cpu": {"model": "Xeon Gold 6148", "count": 80, "sockets": 2}, "memory_kib": 790_000_000,
+        "gpus": [{"index": str(i), "name": "Tesla V100-SXM2-32GB", "serial": f"032{i}", "uuid": f"GPU-{i}",
+                  "vbios_version": "88.00.98.00.01", "pci.bus_id": f"00000000:{0x1a + i:02X}:00.0",
+                  "pcie.link.gen.max": "3", "pcie.link.width.max": "16", "memory.total": "32768"} for i in range(8)],
+        "nvlink": {f"GPU{i}": {f"GPU{j}": ("X" if i == j else "NV2") for j in range(8)} for i in range(8)},
+        "driver": "580.95.05", "disks": [{"name": "nvme0n1", "size_sectors": "7501476528", "model": "PM983"}]}
+
+
+def test_an_unchanged_machine_has_no_hardware_drift():
+    assert fingerprint.compare("gpu-1", V100, copy.deepcopy(V100)) == []
+
+
+def test_a_swapped_gpu_a_narrow_link_a_link_down_and_a_lost_dimm_are_named():
+    now = copy.deepcopy(V100)
+    now["gpus"][3]["serial"] = "0999"
+    now["gpus"][3]["uuid"] = "GPU-x"
+    now["gpus"][5]["pcie.link.width.max"] = "8"
+    now["nvlink"]["GPU1"]["GPU2"] = "SYS"
+    now["memory_kib"] = 750_000_000
+    found = {p.check: p for p in fingerprint.compare("gpu-1", V100, now)}
+    assert set(found) == {"hardware: gpus[3].serial", "hardware: gpus[3].uuid", "hardware: gpus[5].pcie.link.width.max",
+                          "hardware: nvlink", "hardware: memory_kib"}
+    assert found["hardware: gpus[3].serial"].message == "gpus[3].serial: a swapped GPU"
+    assert (found["hardware: gpus[3].serial"].expected, found["hardware: gpus[3].serial"].actual) == ("0323", "0999")
+    assert "narrower (an x8 slot or a bad riser)" in found["hardware: gpus[5].pcie.link.width.max"].message
+    assert "GPU1-GPU2" in found["hardware: nvlink"].message
+    assert all(p.host == "gpu-1" and p.kind == "hardware" for p in found.values())
+
+
+def test_a_missing_gpu_and_a_changed_driver():
+    now = copy.deepcopy(V100)
+    now["gpus"] = now["gpus"][:7]
+    now["driver"] = "580.105.08"
+    checks = {p.check: p.message for p in fingerprint.compare("gpu-1", V100, now)}
+    assert checks["hardware: gpus.count"] == "gpus.count: a GPU is missing (fallen off the bus?)"
+    assert checks["hardware: driver"] == "driver: a different NVIDIA driver is loaded"
+
+
+def test_memory_within_tolerance_is_not_drift():
+    now = copy.deepcopy(V100)
+    now["memory_kib"] = int(V100["memory_kib"] * 0.995)
+    assert fingerprint.compare("gpu-1", V100, now) == []
+
+
+def problems():
+    return [Problem("lab-c1", "config", "deploy: sysctls | /etc/sysctl.d/90-llmfleet.conf", "the deploy would change"),
+            Problem("lab-c1", "state", "verify/test_sysctls.py::test_values", "lab-c1: vm.swappiness: expected 10, "
+                    "actual 60", "10", "60"),
+            Problem("lab-c2", "state", "verify/test_chrony.py::test_running", "chrony not running")]
+
+
+def test_waivers_mark_matching_problems_and_an_expired_one_fails(tmp_path):
+    f = tmp_path / "waivers.yml"
+    f.write_text("- {check: 'verify/test_sysctls.py::*', hosts: 'lab-c*', reason: 'swappiness trial OPS-1', "
+                 "expires: 2026-12-31}\n"
+                 "- {check: 'deploy: chrony*', hosts: '*', reason: 'old exception', expires: 2026-01-01}\n")
+    ps = problems()
+    expired = waivers.apply(ps, waivers.load(f), dt.date(2026, 11, 29))
+    assert [p.waived for p in ps] == [None, "swappiness trial OPS-1 (until 2026-12-31)", None]
+    assert len(expired) == 1 and expired[0].kind == "waiver"
+    assert expired[0].message.startswith("waiver expired on 2026-01-01 (old exception)")
+    # the day after its expiry the first waiver no longer holds
+    ps = problems()
+    waivers.apply(ps, waivers.load(f), dt.date(2027, 1, 1))
+    assert not any(p.waived for p in ps)
+
+
+@pytest.mark.parametrize("content,message", [
+    ("- {check: x, hosts: '*', reason: ok, expires: soon}", "waiver 1 (x): expires = 'soon'"),
+    ("- {check: x, hosts: '*', expires: 2026-12-31}", "waiver 1 (x): reason: missing"),
+    ("- {check: x, hosts: '*', reason: fine, expires: 2026-12-31, owner: me}", "owner = 'me': Extra inputs"),
+    ("check: x", "expected a list of waivers"),
+])
+def test_bad_waiver_files_are_refused(tmp_path, content, message):
+    f = tmp_path / "w.yml"
+    f.write_text(content)
+    with pytest.raises(AuditError, match=None) as exc:
+        waivers.load(f)
+    assert message in str(exc.value)
+
+
+def results(ps: list[Problem], unreachable: tuple[str, ...] = ()) -> dict[str, HostResult]:
+    out = {n: HostResult(n, checks_run=40) for n in ("lab-c1", "lab-c2", "lab-c3")}
+    for p in ps:
+        out[p.host].problems.append(p)
+    for n in unreachable:
+        out[n].reachable = False
+        out[n].problems.append(Problem(n, "unreachable", "reachable", "did not answer"))
+    return out
+
+
+def test_the_report_says_clean_drift_or_unreachable_with_the_exit_status():
+    clean = report.build("inv", None, results([]), [], None, None, "t0")
+    assert clean["exit_status"] == 0 and clean["summary"]["clean"] == 3
+    drift = report.build("inv", None, results(problems()), [], None, None, "t1")
+    assert drift["exit_status"] == 1 and drift["summary"]["with_drift"] == 2
+    assert drift["summary"]["by_kind"]["state"] == 2
+    down = report.build("inv", None, results([], unreachable=("lab-c3",)), [], None, None, "t2")
+    assert down["exit_status"] == 1 and down["summary"]["unreachable"] == 1 and down["summary"]["clean"] == 2
+    ps = problems()
+    for p in ps:
+        p.waived = "accepted"
+    waived = report.build("inv", None, results(ps), [], None, None, "t3")
+    assert waived["exit_status"] == 0 and waived["summary"]["waived"] == 3
+
+
+def test_the_report_says_what_changed_since_the_last_audit(tmp_path):
+    first = report.build("inv", None, results(problems()), [], None, None, "t1")
+    report.write(first, tmp_path / "20261129T100000000000Z")
+    previous, path = report.latest(tmp_path)
+    assert previous == json.loads(json.dumps(first))
+    now = problems()[1:] + [Problem("lab-c3", "config", "deploy: chrony | restart", "would change")]
+    second = report.build("inv", None, results(now), [], previous, path, "t2")
+    assert second["changes_since_last"]["resolved"] == ["lab-c1 | config | deploy: sysctls | "
+                                                        "/etc/sysctl.d/90-llmfleet.conf"]
+    assert second["changes_since_last"]["new"] == ["lab-c3 | config | deploy: chrony | restart"]
+
+
+def test_junit_and_html(tmp_path):
+    ps = problems()
+    ps[2].waived = "known"
+    doc = report.build("inv", None, results(ps, unreachable=("lab-c3",)), [], None, None, "t")
+    paths = report.write(doc, tmp_path / "r")
+    root = ET.parse(paths["junit"]).getroot()
+    suites = {s.get("name"): s for s in root}
+    assert suites["lab-c1"].get("failures") == "2"
+    assert suites["lab-c2"].get("skipped") == "1" and suites["lab-c3"].get("errors") == "1"
+    failure = suites["lab-c1"].find("testcase[@name='verify/test_sysctls.py::test_values']/failure")
+    assert "expected: 10" in failure.text and "actual: 60" in failure.text
+    page = paths["html"].read_text()
+    assert "vm.swappiness: expected 10, actual 60" in page and "waived: known" in page and "<script" not in page
+
+
+def test_html_escapes_what_hosts_report(tmp_path):
+    ps = [Problem("lab-c1", "state", "x", "<script>alert(1)</script>")]
+    page = report.html(report.build("inv", None, results(ps), [], None, None, "t"))
+    assert "<script>" not in page and "&lt;script&gt;" in page
+
+
+def test_testinfra_urls_carry_the_inventory_ssh_settings(tmp_path):
+    cfg = tmp_path / "ssh_config"
+    url = infra_url("gpu-1", {"ssh_hostname": "10.0.0.5", "ssh_user": "admin", "ssh_port": 2222,
+                                  "ssh_key": "/k"}, cfg)
+    assert url == f"ssh://gpu-1?ssh_config={cfg}&sudo=true"
+    text = cfg.read_text()
+    assert "Host gpu-1\n  HostName 10.0.0.5\n  Port 2222\n  User admin\n  IdentityFile /k" in text
+    assert infra_url("@local", {}, cfg) == "local://"
+    assert infra_url("gpu-2", {"ssh_user": "root"}, cfg).endswith("ssh_config=" + str(cfg))
+
+
+def test_the_results_plugin_records_outcomes_and_messages(tmp_path):
+    (tmp_path / "test_x.py").write_text(
+        "import pytest\n"
+        "def test_ok(): pass\n"
+        "def test_bad(): assert 1 == 2, 'h1: thing: expected 1, actual 2'\n"
+        "def test_skip(): pytest.skip('not here')\n")
+    out = tmp_path / "r.jsonl"
+    subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "llmfleet.audit.pytest_plugin", str(tmp_path)],
+                   env={**os.environ, "LLMFLEET_AUDIT_RESULTS": str(out)}, capture_output=True, cwd=tmp_path)
+    rows = {r["nodeid"].split("::")[1]: r for r in map(json.loads, out.read_text().splitlines())}
+    assert rows["test_ok"]["outcome"] == "passed"
+    assert rows["test_bad"]["outcome"] == "failed"
+    assert rows["test_bad"]["message"].startswith("AssertionError: h1: thing: expected 1, actual 2")
+    assert rows["test_skip"]["outcome"] == "skipped" and "not here" in rows["test_skip"]["message"]
+
+
+def test_the_fingerprint_script_reads_this_machine():
+    src = Path(fingerprint.__file__).parents[1] / "remote" / "hardware_fingerprint.py"
+    fp = json.loads(subprocess.run([sys.executable, str(src)], capture_output=True, text=True, check=True).stdout)
+    assert fp["cpu"]["count"] == os.cpu_count() and fp["memory_kib"] > 0
+    assert fingerprint.compare("me", fp, fp) == []
+
+
+def test_disk_free_fact_reads_df_in_kib():
+    from llmfleet.facts import DiskFree
+
+    assert DiskFree().process(["258478156 263174212 /"]) == {"free": 258478156 * 1024, "total": 263174212 * 1024,
+                                                              "mount": "/"}
+    out = subprocess.run(["sh", "-c", DiskFree().command("/data/models/none/here")], capture_output=True,
+                         text=True, check=True).stdout.splitlines()
+    assert DiskFree().process(out)["free"] > 0
