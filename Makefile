@@ -61,13 +61,13 @@ lab-down: venv
 # then, there, one command:
 #   make verify-device [DATA='--data gpu_profile=v100_sxm2_32gb_x8 ...']
 GPU_VERIFY := verify/test_gpu_health.py verify/test_nvidia_driver.py verify/test_nvidia_persistence.py \
-              verify/test_gpu_clocks.py
+              verify/test_gpu_clocks.py verify/test_gpu_interconnect.py
 DEVICE_PY  ?= python3
 verify-device:
 	@if [ -d .whl ]; then $(DEVICE_PY) -m pip install -q --no-index --no-deps --no-compile --upgrade \
 	  --target .device-site .whl/*.whl; fi
 	PYTHONPATH=$(CURDIR)/.device-site$${PYTHONPATH:+:$$PYTHONPATH} $(DEVICE_PY) -m pytest $(GPU_VERIFY) \
-	  -p no:cacheprovider -q -rfE --hosts=local:// --inventory inventories/device.py $(DATA)
+	  -p no:cacheprovider -q -rfEP --hosts=local:// --inventory inventories/device.py $(DATA)
 
 device-wheels: venv
 	rm -rf .whl && $(BIN)/pip download -q -d .whl --only-binary=:all: --python-version 3.12 \

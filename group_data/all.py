@@ -126,6 +126,13 @@ kernel_modules_blacklist = []
 #   memory_errors       "page_retirement" (up to Volta) or "row_remapping" (A100 and newer)
 #   supported_clocks    memory MHz -> [lowest, highest] graphics MHz (nvidia-smi -q -d SUPPORTED_CLOCKS)
 #   app_clocks          the application clocks to apply (memory first, as nvidia-smi -ac takes them)
+# The interconnect (verify/test_gpu_interconnect.py: onboarding acceptance, skipped by audits):
+#   nvlink_pairs        "i-j" -> NVLink links between GPU i and GPU j, as `nvidia-smi topo -m`
+#                       shows them (NV2 = 2 links); pairs left out must go over PCIe (PIX/PXB/PHB/NODE/SYS)
+#   gpu_numa_nodes      each GPU's NUMA node (topo -m's "NUMA Affinity"); None: not checked
+#   p2p                 where peer-to-peer access must work: "nvlink_pairs", "all_pairs" or "none"
+#   allreduce_min_busbw_gbs  size (MiB) -> lowest all-reduce bus bandwidth (GB/s, nccl-tests'
+#                       busbw) across all GPUs; sizes without a threshold are measured and reported
 # ---------------------------------------------------------------------------------------------
 gpu_profiles = {
     "v100_sxm2_32gb_x8": {
@@ -150,6 +157,19 @@ gpu_profiles = {
         # (nvidia-smi -q output in NVIDIA/nvidia-docker#1076)
         "supported_clocks": {877: [135, 1530]},
         "app_clocks": {"memory": 877, "graphics": 1530},
+        # The hybrid cube-mesh as DGX-1 (V100) wires it: each GPU has 1 link to two GPUs and 2 links
+        # to two others (6 in all), and none to the three on the far side of the mesh (SYS). Source:
+        # DGX-1 documentation; the same pairs and counts in the NCCL topology dump of a DGX-1V
+        # (NVIDIA/nccl#671). Other 8x SXM2 boards wire the same pairs with other counts (the
+        # `topo -m` in NVIDIA/nccl-tests#29 has GPU0-GPU1 NV2): give such hosts a profile of their own.
+        "nvlink_pairs": {"0-1": 1, "0-2": 1, "0-3": 2, "0-4": 2, "1-2": 2, "1-3": 1, "1-5": 2, "2-3": 2,
+                         "2-6": 1, "3-7": 1, "4-5": 1, "4-6": 1, "4-7": 2, "5-6": 2, "5-7": 1, "6-7": 2},
+        "gpu_numa_nodes": [0, 0, 0, 0, 1, 1, 1, 1],  # GPUs 0-3 on the first CPU, 4-7 on the second
+        "p2p": "nvlink_pairs",  # pairs across the CPUs (SYS) have no peer access
+        # Estimate, to be replaced by what the fleet's first known-good host measures: 6 NVLink 2.0
+        # links of 25 GB/s a direction = 150 GB/s a GPU, about 80 % of line rate for NCCL's protocol
+        # (NVIDIA/nccl-tests#212, a maintainer's figure) = 120 GB/s; a link down costs a ring channel.
+        "allreduce_min_busbw_gbs": {256: 90.0, 1024: 100.0},
         "source": "../shared/facts/v100-vllm.md",
     },
     "v100_pcie_32gb_x8": {
@@ -170,6 +190,12 @@ gpu_profiles = {
         # default 877/1230, max 877/1380 (nvidia-smi -q logs; unverified against a datasheet)
         "supported_clocks": {877: [135, 1380]},
         "app_clocks": {"memory": 877, "graphics": 1380},
+        "nvlink_pairs": {},  # every pair over PCIe
+        "gpu_numa_nodes": None,  # the chassis decides: set it in a profile for the server model
+        "p2p": "none",  # PCIe peer access depends on the switches and the IOMMU/ACS settings
+        # Estimate: PCIe 3.0 x16 is 15.75 GB/s a direction; NCCL's ring over PCIe reaches about 10-12
+        # GB/s within a switch and less across the CPUs
+        "allreduce_min_busbw_gbs": {1024: 8.0},
         "source": "../shared/facts/v100-vllm.md",
     },
     # The H200 the `device` tool lends for testing: one GPU passed through to a VM, so NVLink is
@@ -192,9 +218,50 @@ gpu_profiles = {
         "memory_errors": "row_remapping",
         "supported_clocks": {3201: [345, 1980], 2201: [345, 1980]},
         "app_clocks": {"memory": 3201, "graphics": 1980},
+        "nvlink_pairs": {},
+        "gpu_numa_nodes": None,
+        "p2p": "none",
+        "allreduce_min_busbw_gbs": {},  # one GPU: no all-reduce
         "source": "NVML on the lent H200, 2026-11-29",
     },
+    # Two H200s of one host as the `device` tool lends them (nvidia-h200-x2), measured there on
+    # 2026-11-29 (driver 580.159.04, NCCL 2.28.9, NCCL_NVLS_ENABLE=0 as that machine sets it):
+    # topo -m GPU0-GPU1 NV18, NUMA Affinity 0 for both, peer access both ways (64 MiB copies at
+    # 324 GB/s), all-reduce bus bandwidth 327.6 GB/s at 1 GiB, 298.9 at 256 MiB, 266.1 at 64 MiB.
+    # Thresholds: 80 % of those (run to run the small sizes vary by 2x, so they are not thresholded).
+    "h200_141gb_x2": {
+        "model_name": "NVIDIA H200",
+        "pci_device_id": "0x2335",
+        "count": 2,
+        "memory_mib": 144384,
+        "memory_bandwidth_gbs": 4800.0,
+        "pcie_gen": 5,
+        "pcie_width": 16,
+        "nvlink_links": 18,  # NVLink 4: 18 links per H200 (topo -m: NV18)
+        "compute_capability": 9.0,
+        "kernel_modules": ["open", "proprietary"],
+        "driver_branch_min": 550,
+        "driver_branch_max": None,
+        "cuda_max_major": None,
+        "memory_errors": "row_remapping",
+        "supported_clocks": {3201: [345, 1980], 2201: [345, 1980]},
+        "app_clocks": {"memory": 3201, "graphics": 1980},
+        "nvlink_pairs": {"0-1": 18},
+        "gpu_numa_nodes": [0, 0],
+        "p2p": "all_pairs",
+        "allreduce_min_busbw_gbs": {64: 210.0, 256: 240.0, 1024: 260.0},
+        "source": "NVML, nvidia-smi topo -m and verify/remote/gpu_allreduce.py on the lent 2 x H200, 2026-11-29",
+    },
 }
+# The all-reduce of the interconnect check (verify/remote/gpu_allreduce.py): one process per GPU,
+# PyTorch distributed over NCCL, at each size (MiB) WARMUP then ITERS operations timed; the run is
+# stopped after TIMEOUT seconds. The largest size is allocated on every GPU once (plus a quarter
+# of it for the check): on a host already serving, that much must be free.
+gpu_allreduce_sizes_mib = [1, 4, 16, 64, 256, 1024]
+gpu_allreduce_iters = 20
+gpu_allreduce_warmup = 5
+gpu_allreduce_timeout_s = 600
+
 # The profile of this host's GPUs (a key of gpu_profiles). None: a host without GPUs; the NVIDIA
 # components then do nothing and say so, and the GPU checks of verify report skips.
 gpu_profile = "v100_sxm2_32gb_x8"

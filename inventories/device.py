@@ -1,18 +1,25 @@
-"""The GPU machine the `device` tool lends (one NVIDIA H200), checked from itself (@local).
+"""The GPU machine the `device` tool lends (one NVIDIA H200, or two: nvidia-h200-x2), checked from
+itself (@local).
 
 Read-only: only the verify suite runs there, never a deploy (its clocks, persistence, ECC and MIG
 are not ours to change). What the machine is, as read with NVML on 2026-11-29, is the profile
-h200_141gb_x1 in group_data/all.py; the rest is its software as found: driver 580.159.04 with the
+h200_141gb_x1 in group_data/all.py (h200_141gb_x2 for the two-GPU kind, chosen here by the number
+of GPUs the driver lists); the rest is its software as found: driver 580.159.04 with the
 open kernel module, PyTorch and nvidia-ml-py in /opt/torch/.venv.
 
     make verify-device                                  # on that machine: passes
     make verify-device DATA="--data gpu_profile=v100_sxm2_32gb_x8 ..."   # fails as a V100 host would
 """
 
+import os
+
+_GPUS = "/proc/driver/nvidia/gpus"
+_N_GPUS = len(os.listdir(_GPUS)) if os.path.isdir(_GPUS) else 0
+
 device = [
     ("@local", {
         "_sudo": False,  # root there, and no sudo installed
-        "gpu_profile": "h200_141gb_x1",
+        "gpu_profile": "h200_141gb_x2" if _N_GPUS == 2 else "h200_141gb_x1",
         "nvidia_driver_version": "580.159.04",
         "nvidia_kernel_modules": "open",
         "cuda_toolkit_version": "13.0",

@@ -8,9 +8,9 @@ in pyinfra's prepare phase, so a host is never touched with a combination its GP
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from llmfleet import compat
 
@@ -50,7 +50,28 @@ class GpuProfile(BaseModel):
     # memory clock (MHz) -> [lowest, highest] graphics clock (MHz) supported with it
     supported_clocks: dict[int, tuple[int, int]] = Field(min_length=1)
     app_clocks: AppClocks
+    # the interconnect (verify/test_gpu_interconnect.py, onboarding acceptance):
+    # "i-j" -> NVLink links between GPU i and GPU j; pairs left out go over PCIe
+    nvlink_pairs: dict[Annotated[str, Field(pattern=r"^[0-9]+-[0-9]+$")], Annotated[int, Field(gt=0)]] = {}
+    gpu_numa_nodes: list[int] | None = None  # NUMA node of each GPU (None: not checked)
+    p2p: Literal["nvlink_pairs", "all_pairs", "none"] = "nvlink_pairs"  # where peer access must work
+    allreduce_min_busbw_gbs: dict[Annotated[int, Field(gt=0)], Annotated[float, Field(gt=0)]] = {}  # MiB -> GB/s
     source: str
+
+    @model_validator(mode="after")
+    def _interconnect_fits_count(self):
+        for key in self.nvlink_pairs:
+            i, j = (int(x) for x in key.split("-"))
+            if i == j or max(i, j) >= self.count:
+                raise ValueError(f"nvlink_pairs key {key!r}: needs two different GPU indexes below count "
+                                 f"{self.count}")
+        if len({tuple(sorted(k.split("-"))) for k in self.nvlink_pairs}) != len(self.nvlink_pairs):
+            raise ValueError("nvlink_pairs names a pair twice (as i-j and j-i)")
+        if self.gpu_numa_nodes is not None and len(self.gpu_numa_nodes) != self.count:
+            raise ValueError(f"gpu_numa_nodes has {len(self.gpu_numa_nodes)} entries, count is {self.count}")
+        if self.count < 2 and self.allreduce_min_busbw_gbs:
+            raise ValueError("allreduce_min_busbw_gbs on a one-GPU profile: there is no all-reduce to measure")
+        return self
 
     @property
     def arch(self) -> str:

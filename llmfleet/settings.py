@@ -164,6 +164,10 @@ class Settings(BaseModel):
     nvidia_kernel_modules: Literal["proprietary", "open"]
     cuda_toolkit_version: CudaVersion
     gpu_app_clocks: AppClocks | None
+    gpu_allreduce_sizes_mib: Annotated[list[PositiveInt], Field(min_length=1)]
+    gpu_allreduce_iters: PositiveInt
+    gpu_allreduce_warmup: Annotated[int, Field(ge=0)]
+    gpu_allreduce_timeout_s: PositiveInt
     # vllm: the service
     vllm_enabled: StrictBool
     vllm_packages: Annotated[list[PipRequirement], Field(min_length=1)]
@@ -235,10 +239,24 @@ def validate(host_name: str, data: dict[str, Any]) -> Settings:
         else:
             # what the host's GPUs cannot run (llmfleet/gpu.py, from llmfleet/compat.py's table),
             # and what the vLLM service cannot be given
-            problems = guardrails(settings) + service_problems(settings) + probe_problems(settings)
+            problems = (guardrails(settings) + service_problems(settings) + probe_problems(settings)
+                        + interconnect_problems(settings))
             if not problems:
                 return settings
     raise SettingsError(f"host {host_name}: " + "; ".join(problems))
+
+
+def interconnect_problems(settings: Settings) -> list[str]:
+    """An all-reduce threshold at a size the check does not measure could never be checked."""
+    if settings.gpu_profile is None or settings.gpu_profile not in settings.gpu_profiles:
+        return []
+    profile = settings.gpu_profiles[settings.gpu_profile]
+    missing = sorted(set(profile.allreduce_min_busbw_gbs) - set(settings.gpu_allreduce_sizes_mib))
+    if not missing:
+        return []
+    return [f"gpu_profiles.{settings.gpu_profile}.allreduce_min_busbw_gbs has thresholds at {missing} MiB, "
+            f"but gpu_allreduce_sizes_mib = {settings.gpu_allreduce_sizes_mib} does not measure them (fix: add "
+            "those sizes, or drop those thresholds)"]
 
 
 def probe_problems(settings: Settings) -> list[str]:

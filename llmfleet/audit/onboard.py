@@ -7,8 +7,10 @@ the command again continues where it stopped (``--restart`` starts over):
    width); free space for models on the filesystem of ``vllm_models_dir``.
 2. deploy: `pyinfra INV deploy.py -y --limit HOST` (reboots as the deploy decides).
 3. verify: the verify suite on the host (state checks), every check passing.
-4. acceptance: the probe's check trial (verify/test_probe.py's), within the SLOs and, with a stored
-   baseline for the host's group (``probe_baseline_file``), within its tolerance.
+4. acceptance: the GPU interconnect checks (verify/test_gpu_interconnect.py: topology, peer access,
+   all-reduce bus bandwidth; a host with fewer than two GPUs skips them), then the probe's check
+   trial (verify/test_probe.py's), within the SLOs and, with a stored baseline for the host's
+   group (``probe_baseline_file``), within its tolerance.
 5. record: the hardware fingerprint (audits compare against it).
 6. audit: the host's first audit, which must be clean; only then is the host marked onboarded.
 
@@ -172,12 +174,19 @@ def _run_stage(stage, inventory, host, settings, state_dir, out_dir, progress, l
             raise StageFailed(stage, [f"{p.check}: {p.message}" for p in problems])
         return {"checks": counts.get(host, 0)}
     if stage == "acceptance":
+        from llmfleet.audit import state_drift
         from llmfleet.probe import fleet
         from llmfleet.probe.config import ProbeError
         from llmfleet.probe.run import run_probe
 
+        problems, counts, notes = state_drift.verify(inventory, inventory_hosts(inventory, [host]), workers=1,
+                                                     marker="interconnect")
+        if problems:
+            raise StageFailed(stage, [f"{p.check}: {p.message}" for p in problems])
+        interconnect = {"interconnect_checks": counts.get(host, 0),
+                        "interconnect_notes": notes.get(host, [])}
         if not settings.vllm_enabled:
-            return {"probe": "vllm_enabled is False: nothing to measure"}
+            return {**interconnect, "probe": "vllm_enabled is False: nothing to measure"}
         t = fleet.target_of(host, settings, chosen_address(inventory, host))
         try:
             rep = run_probe(t.url, t.model, t.api_key, t.config, tokenizer=t.tokenizer, host=host,
@@ -191,7 +200,7 @@ def _run_stage(stage, inventory, host, settings, state_dir, out_dir, progress, l
         if not rep.passed:
             raise StageFailed(stage, rep.reasons)
         o = rep.trials[-1].overall
-        return {"rate": rep.trials[-1].offered_rps, "p95_e2e_ms": o.e2e_ms.p95,
+        return {**interconnect, "rate": rep.trials[-1].offered_rps, "p95_e2e_ms": o.e2e_ms.p95,
                 "baseline": rep.gate.message if rep.gate else "no baseline stored for this host's group"}
     if stage == "record":
         found, why = fingerprint.read(inventory, [host])

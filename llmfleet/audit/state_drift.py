@@ -47,8 +47,12 @@ def verify(inventory: str, hosts: list[dict], workers: int = 8, marker: str = "n
             host_token = urls[name].split("?", 1)[0]
             counts[name] = sum(1 for r in lines if r["when"] == "call")
             skipped = [r for r in lines if r["outcome"] == "skipped"]
-            if skipped:
-                notes.setdefault(name, []).append(f"{len(skipped)} verify check(s) skipped (reasons in the JSON)")
+            reasons: dict[str, int] = {}
+            for r in skipped:
+                why = (r["message"] or "no reason given").removeprefix("Skipped: ")
+                reasons[why] = reasons.get(why, 0) + 1
+            for why, n in reasons.items():
+                notes.setdefault(name, []).append(f"{n} verify check(s) skipped: {why}")
             for r in lines:
                 if r["outcome"] != "failed":
                     continue

@@ -2,9 +2,11 @@
 nothing, say why on every run, and leave nothing behind. (The GPU checks themselves run on the
 lent H200: `make verify-device`; the operations' decisions are tested in tests/ops.)"""
 
+import base64
 import json
+import runpy
 
-from conftest import BIN, lab_ssh, run, state
+from conftest import BIN, ROOT, lab_ssh, run, state
 
 COMPONENTS = ("nvidia_driver", "cuda_toolkit", "nvidia_persistence", "gpu_clocks")
 LEFT_BEHIND = ("/etc/apt/sources.list.d/llmfleet-nvidia-cuda.list", "/etc/apt/preferences.d/90-llmfleet-nvidia",
@@ -46,3 +48,32 @@ def test_nvidia_host_fact_reads_each_host(lab, deployed):
         assert (fact["os"], fact["os_version"]) == ("debian", "12"), name
         assert fact["pci_gpus"] == [] and fact["module"] is None and fact["smi"] == [], (name, fact)
         assert fact["kernel"] and isinstance(fact["packages"], dict) and isinstance(fact["held"], list), (name, fact)
+
+
+def test_the_allreduce_check_runs_its_code_path_on_a_lab_host(lab, deployed):
+    """verify/remote/gpu_allreduce.py on a real host with the vLLM environment's torch: the same
+    fork / rendezvous / sum check / timing path as on GPUs, with gloo on the CPU (2 ranks). On
+    GPUs it runs with NCCL on the lent 2 x H200 (`make verify-device`)."""
+    script = base64.b64encode((ROOT / "verify" / "remote" / "gpu_allreduce.py").read_bytes()).decode()
+
+    def allreduce(*args: str) -> dict:
+        copy = "/tmp/llmfleet-allreduce.py"
+        proc = lab_ssh("lab-c1", f"echo {script} | base64 -d > {copy} && "
+                                 f"/opt/llmfleet/vllm/current/bin/python3 {copy} {' '.join(args)}; rm -f {copy}")
+        return json.loads(proc.stdout)
+
+    result = allreduce("1,4", "3", "1", "120", "gloo", "2")
+    assert "error" not in result, result
+    assert result["world"] == 2 and [r["size_mib"] for r in result["results"]] == [1, 4]
+    for r in result["results"]:
+        assert r["wrong_elements"] == 0 and r["busbw_gbs"] > 0 and r["bytes"] == r["size_mib"] << 20, r
+    # the check's own verdict on it, with a profile for two GPUs and no thresholds
+    from llmfleet import interconnect
+    from llmfleet.gpu import GpuProfile
+
+    profiles = runpy.run_path(str(ROOT / "group_data" / "all.py"))["gpu_profiles"]
+    two = GpuProfile(**(profiles["h200_141gb_x2"] | {"allreduce_min_busbw_gbs": {}}))
+    assert interconnect.allreduce_problems(two, result) == []
+    # ranks that fail (here an unknown backend) are reported with their error, not waited for
+    bad = allreduce("1", "1", "0", "60", "nope", "2")
+    assert "rank 0:" in bad["error"] and "nope" in bad["error"].lower(), bad

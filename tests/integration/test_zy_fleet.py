@@ -68,6 +68,9 @@ def test_onboarding_a_fresh_host_is_resumable_and_ends_in_a_clean_audit(lab, dep
     done = json.loads(progress.read_text())
     assert done["onboarded"] and done["stages"]["verify"]["checks"] > 10
     assert done["stages"]["acceptance"]["p95_e2e_ms"] is not None
+    # the GPU interconnect checks ran in the acceptance stage, and said why they skip on a host without GPUs
+    assert done["stages"]["acceptance"]["interconnect_notes"] == [
+        "4 verify check(s) skipped: gpu_profile is None in this host's data: a host without GPUs"]
     assert (state_dir / "hosts" / NEW / "fingerprint.json").is_file()
     # a third run has nothing to do
     p = onboard(state_dir, out_dir)
