@@ -160,7 +160,9 @@ def busbw(size_bytes: int, seconds: float, world: int) -> float:
 def allreduce_problems(profile: GpuProfile, result: dict) -> list[str]:
     """A wrong sum at any size, and each thresholded size below the profile's bus bandwidth."""
     if "error" in result:
-        return [f"all-reduce: expected to run, actual: {result['error']}"]
+        fix = (" (fix: the GPUs lack free memory for the largest size: run the check before vLLM takes them, "
+               "or lower the largest of gpu_allreduce_sizes_mib)") if "out of memory" in result["error"].lower() else ""
+        return [f"all-reduce: expected to run, actual: {result['error']}{fix}"]
     wrong = []
     if result.get("world") != profile.count:
         wrong.append(f"all-reduce ranks: expected {profile.count} (one per GPU), actual {result.get('world')}")

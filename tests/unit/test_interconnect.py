@@ -164,6 +164,10 @@ def test_an_allreduce_that_did_not_run_or_ran_on_fewer_gpus():
     p = profile("v100_sxm2_32gb_x8")
     assert interconnect.allreduce_problems(p, {"error": "rank 3: NCCL error: unhandled system error"}) == [
         "all-reduce: expected to run, actual: rank 3: NCCL error: unhandled system error"]
+    oom = interconnect.allreduce_problems(p, {"error": "rank 0: OutOfMemoryError: CUDA out of memory. Tried to "
+                                                       "allocate 1.00 GiB"})
+    assert oom[0].endswith("(fix: the GPUs lack free memory for the largest size: run the check before vLLM "
+                           "takes them, or lower the largest of gpu_allreduce_sizes_mib)")
     result = json.loads((DATA / "h200_x2_allreduce.json").read_text())
     assert interconnect.allreduce_problems(p, result)[0] == "all-reduce ranks: expected 8 (one per GPU), actual 2"
 
