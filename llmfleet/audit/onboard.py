@@ -131,6 +131,10 @@ def onboard(inventory: str, host: str, state_dir: Path, out_dir: Path, restart: 
         log(f"{host}: {stage} ...")
         try:
             detail = _run_stage(stage, inventory, host, settings, state_dir, out_dir, progress, log)
+        except KeyboardInterrupt:
+            log(f"{host}: interrupted during {stage}; nothing of it is recorded: run the same command again to "
+                f"continue from {stage}")
+            raise
         except StageFailed as exc:
             progress["failed"] = {"stage": exc.stage, "reasons": exc.reasons, "at": _now()}
             _save(state_dir, host, progress)

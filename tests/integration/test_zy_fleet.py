@@ -42,10 +42,13 @@ def test_onboarding_a_fresh_host_is_resumable_and_ends_in_a_clean_audit(lab, dep
     llmfleet("lab", "up", "--hosts", "4", "--vm")
     assert NEW in state()["hosts"]
     progress = state_dir / "hosts" / NEW / "onboarding.json"
-    # interrupted for real (Ctrl-C) while the deploy runs: the stages done so far are kept
+    # interrupted for real (Ctrl-C) while the deploy runs: the stages done so far are kept. SIGINT as
+    # a terminal delivers it: to the process group, with its default action (a test run started in
+    # the background, as `nohup make test &`, inherits SIGINT ignored, and so would the command)
     proc = subprocess.Popen([str(BIN / "llmfleet"), "onboard", "inventories/lab.py", "--limit", NEW,
                              "--state-dir", str(state_dir), "--out-dir", str(out_dir)], cwd=ROOT, env=env(),
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 600
     while not (progress.is_file() and "preflight" in json.loads(progress.read_text())["stages"]):
         assert proc.poll() is None and time.monotonic() < deadline, proc.stdout.read()[-3000:]
@@ -55,6 +58,7 @@ def test_onboarding_a_fresh_host_is_resumable_and_ends_in_a_clean_audit(lab, dep
     os.killpg(proc.pid, signal.SIGINT)
     out, _ = proc.communicate(timeout=300)
     assert proc.returncode != 0, out[-2000:]
+    assert f"{NEW}: interrupted during deploy; nothing of it is recorded" in " ".join(out.split()), out[-2000:]
     done = json.loads(progress.read_text())
     assert list(done["stages"]) == ["preflight"] and "onboarded" not in done
     # run again: it continues from the deploy, and ends onboarded with a clean first audit
