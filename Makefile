@@ -32,6 +32,8 @@ demo: sysdeps venv
 	$(BIN)/llmfleet lab status
 	@echo "What each serving host carries (the throughput probe, one short trial per host; reports in reports/probe/):"
 	$(BIN)/llmfleet probe --inventory inventories/lab.py --limit lab_containers
+	@echo "The fleet audit (hardware, config and state drift per host; reports in reports/audit/):"
+	$(BIN)/llmfleet audit inventories/lab.py
 	@echo "Each container host serves the lab's tiny model; a completion from lab-c1:"
 	@curl -sS http://10.77.0.11:8000/v1/completions -H "Authorization: Bearer $$(cat /var/lib/llmfleet/lab/api-key)" \
 	  -H 'Content-Type: application/json' -d '{"model": "tiny-llama", "prompt": "The fleet", "max_tokens": 8}'; echo

@@ -12,7 +12,7 @@ import json
 import subprocess
 import sys
 
-from llmfleet.audit.inventory import ROOT, AuditError
+from llmfleet.audit.inventory import ROOT, AuditError, limit_args, unmatched
 from llmfleet.audit.model import Problem
 
 
@@ -21,8 +21,9 @@ def plan(inventory: str, hosts: list[str], data: list[str] | None = None) -> tup
     if not hosts:
         return [], {}, 0
     args = [sys.executable, "-m", "pyinfra", inventory, "deploy.py", "--dry", "--json", "-y",
-            "--limit", ",".join(hosts)] + [a for kv in (data or []) for a in ("--data", kv)]
+            *limit_args(hosts)] + [a for kv in (data or []) for a in ("--data", kv)]
     proc = subprocess.run(args, capture_output=True, text=True, cwd=ROOT, timeout=3600)
+    unmatched(proc.stderr)
     try:
         doc = json.loads(proc.stdout[proc.stdout.index("{"):])
     except ValueError:

@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from llmfleet.audit.inventory import ROOT, AuditError
+from llmfleet.audit.inventory import ROOT, AuditError, limit_args, unmatched
 from llmfleet.audit.model import Problem
 
 # memory as the kernel reports it moves a little with kernel versions and reservations
@@ -34,8 +34,9 @@ def read(inventory: str, limit: list[str] | None) -> tuple[dict[str, dict], dict
     """({host: fingerprint} of the hosts that answered, {host: why not} of those that did not)."""
     args = [sys.executable, "-m", "pyinfra", inventory, "fact", "llmfleet.facts.HardwareFingerprint", "--json", "-y"]
     if limit:
-        args += ["--limit", ",".join(limit)]
+        args += limit_args(limit)
     proc = subprocess.run(args, capture_output=True, text=True, cwd=ROOT, timeout=900)
+    unmatched(proc.stderr)
     try:
         start = proc.stdout.index("{")
         data = json.loads(proc.stdout[start:])

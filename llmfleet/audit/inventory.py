@@ -16,6 +16,19 @@ class AuditError(LlmfleetError):
     """The audit or onboarding could not run (exit status 2)."""
 
 
+def limit_args(names: list[str]) -> list[str]:
+    """pyinfra's --limit takes one host or group each time (a comma-separated list matches nothing)."""
+    return [a for n in names for a in ("--limit", n)]
+
+
+def unmatched(stderr: str) -> None:
+    """pyinfra warns and carries on with no host when a --limit matches nothing: that is no reading."""
+    for line in stderr.splitlines():
+        if "No host matches found for --limit" in line:
+            raise AuditError(f"pyinfra: {line.strip()} (the hosts were chosen from the inventory a moment "
+                             "before: did the inventory change?)")
+
+
 def hosts(inventory: str, limit: list[str] | None = None, data: list[str] | None = None) -> list[dict]:
     """[{name, groups, data}] of the inventory, limited to hosts or groups named in ``limit``."""
     args = [a for kv in (data or []) for a in ("--data", kv)]

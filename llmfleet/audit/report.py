@@ -16,7 +16,10 @@ SCHEMA = "llmfleet-audit/1"
 
 
 def build(inventory: str, limit: list[str] | None, results: dict[str, HostResult], extra: list[Problem],
-          previous: dict | None, previous_path: str | None, created: str) -> dict:
+          previous: dict | None, previous_path: str | None, created: str,
+          kinds_run: tuple[str, ...] = ("hardware", "config", "state")) -> dict:
+    """The report. What changed since the previous audit compares only what both looked at: a host
+    left out by --limit, or a kind left out by --skip, is not 'resolved'."""
     hosts = {}
     for name, r in sorted(results.items()):
         hosts[name] = {"reachable": r.reachable, "checks_run": r.checks_run, "notes": r.notes,
@@ -26,7 +29,9 @@ def build(inventory: str, limit: list[str] | None, results: dict[str, HostResult
     keys_now = {_key(p.as_dict()) for p in open_problems}
     changes = {"previous": previous_path, "new": [], "resolved": []}
     if previous is not None:
-        before = {_key(p): p for h in previous["hosts"].values() for p in h["problems"] if not p.get("waived")}
+        looked = set(kinds_run) | {"unreachable"}
+        before = {_key(p): p for h in previous["hosts"].values() for p in h["problems"]
+                  if not p.get("waived") and p["host"] in results and p["kind"] in looked}
         before |= {_key(p): p for p in previous.get("fleet_problems", []) if not p.get("waived")}
         changes["new"] = sorted(" | ".join(k) for k in keys_now - set(before))
         changes["resolved"] = sorted(" | ".join(k) for k in set(before) - keys_now)

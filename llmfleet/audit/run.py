@@ -66,6 +66,7 @@ def audit(inventory: str, limit: list[str] | None, state_dir: Path, out_dir: Pat
     extra = waivers.apply([p for r in results.values() for p in r.problems], waiver_list, today)
     previous, previous_path = report.latest(out_dir)
     created, folder = report.stamp()
-    doc = report.build(inventory, limit, results, extra, previous, previous_path, created)
+    doc = report.build(inventory, limit, results, extra, previous, previous_path, created,
+                       tuple(k for k in KINDS_RUN if k not in skip))
     paths = report.write(doc, out_dir / folder)
     return doc, paths

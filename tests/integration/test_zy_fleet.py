@@ -141,7 +141,8 @@ def test_drift_by_hand_is_found_exactly_waived_and_cleared(lab, fleet_dirs, tmp_
         assert live[other] == [], (other, live[other])
     assert (out_dir / sorted(x.name for x in out_dir.iterdir())[-1] / "junit.xml").is_file()
     # a deploy puts every host back; the next audit is clean and says what was resolved
-    run(str(BIN / "pyinfra"), "inventories/lab.py", "deploy.py", "-y", "--limit", "lab-c1,lab-vm1", timeout=1800)
+    run(str(BIN / "pyinfra"), "inventories/lab.py", "deploy.py", "-y", "--limit", "lab-c1", "--limit", "lab-vm1",
+        timeout=1800)
     after = audit(state_dir, out_dir)
     # after a clean deploy the audit exits 0 and says so
     assert after.returncode == 0, after.stdout[-4000:]

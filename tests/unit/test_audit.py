@@ -136,6 +136,13 @@ def test_the_report_says_what_changed_since_the_last_audit(tmp_path):
     assert second["changes_since_last"]["resolved"] == ["lab-c1 | config | deploy: sysctls | "
                                                         "/etc/sysctl.d/90-llmfleet.conf"]
     assert second["changes_since_last"]["new"] == ["lab-c3 | config | deploy: chrony | restart"]
+    # an audit of fewer hosts (--limit) or fewer kinds (--skip) resolves nothing it did not look at
+    only_c3 = {"lab-c3": results(now)["lab-c3"]}
+    third = report.build("inv", ["lab-c3"], only_c3, [], previous, path, "t3")
+    assert third["changes_since_last"]["resolved"] == []
+    no_config = report.build("inv", None, results([]), [], previous, path, "t4", kinds_run=("hardware", "state"))
+    assert no_config["changes_since_last"]["resolved"] == ["lab-c1 | state | verify/test_sysctls.py::test_values",
+                                                           "lab-c2 | state | verify/test_chrony.py::test_running"]
 
 
 def test_junit_and_html(tmp_path):
@@ -201,3 +208,13 @@ def test_disk_free_fact_reads_df_in_kib():
     out = subprocess.run(["sh", "-c", DiskFree().command("/data/models/none/here")], capture_output=True,
                          text=True, check=True).stdout.splitlines()
     assert DiskFree().process(out)["free"] > 0
+
+
+def test_limits_go_to_pyinfra_one_flag_each_and_a_limit_matching_nothing_stops_the_audit():
+    from llmfleet.audit.inventory import AuditError, limit_args, unmatched
+
+    # pyinfra 3 matches "lab-c1,lab-vm1" against no host (and carries on with none)
+    assert limit_args(["lab-c1", "lab-vm1"]) == ["--limit", "lab-c1", "--limit", "lab-vm1"]
+    unmatched("--> Loading inventory...\n--> Connecting to hosts...\n")
+    with pytest.raises(AuditError, match="No host matches found for --limit pattern: lab-c1,lab-vm1"):
+        unmatched("--> Loading inventory...\n    No host matches found for --limit pattern: lab-c1,lab-vm1\n")
