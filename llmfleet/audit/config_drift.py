@@ -9,6 +9,7 @@ command) can be waived by its check id, e.g. `deploy: server.shell*`."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -16,13 +17,20 @@ from llmfleet.audit.inventory import ROOT, AuditError, limit_args, unmatched
 from llmfleet.audit.model import Problem
 
 
+def dry_run_args(inventory: str, hosts: list[str], data: list[str] | None = None) -> list[str]:
+    """The deploy's dry run, without `-y`: with it pyinfra skips computing which operations would
+    change (State(check_for_changes=not yes)) and every host looks clean
+    (../shared/facts/pyinfra-testinfra.md). --dry never prompts."""
+    return [sys.executable, "-m", "pyinfra", inventory, "deploy.py", "--dry", "--json", *limit_args(hosts)] + \
+        [a for kv in (data or []) for a in ("--data", kv)]
+
+
 def plan(inventory: str, hosts: list[str], data: list[str] | None = None) -> tuple[list[Problem], dict, int]:
     """(problems, {host: notes}, operations planned)."""
     if not hosts:
         return [], {}, 0
-    args = [sys.executable, "-m", "pyinfra", inventory, "deploy.py", "--dry", "--json", "-y",
-            *limit_args(hosts)] + [a for kv in (data or []) for a in ("--data", kv)]
-    proc = subprocess.run(args, capture_output=True, text=True, cwd=ROOT, timeout=3600)
+    args = dry_run_args(inventory, hosts, data)
+    proc = subprocess.run(args, capture_output=True, text=True, cwd=ROOT, timeout=3600, stdin=subprocess.DEVNULL)
     unmatched(proc.stderr)
     try:
         doc = json.loads(proc.stdout[proc.stdout.index("{"):])
@@ -30,6 +38,18 @@ def plan(inventory: str, hosts: list[str], data: list[str] | None = None) -> tup
         raise AuditError(f"the deploy's dry run failed (exit {proc.returncode}): "
                          f"{_last_error(proc.stderr)}") from None
     problems, notes = [], {}
+    if proc.returncode != 0:
+        # a host whose operations could not be planned is not clean: say so, with pyinfra's line
+        failed = {}
+        for line in proc.stderr.splitlines():
+            m = re.match(r"\s*\[([^\]]+)\]\s+(.*)", line)
+            if m and m.group(1) in hosts and "error" in line.lower():
+                failed.setdefault(m.group(1), m.group(2).strip())
+        if not failed:
+            raise AuditError(f"the deploy's dry run failed (exit {proc.returncode}): {_last_error(proc.stderr)}")
+        for h, why in sorted(failed.items()):
+            problems.append(Problem(h, "config", "deploy: dry run",
+                                    f"the deploy could not be planned here: {why[:400]}", "a plan", "an error"))
     for op in doc["plan"]:
         for h in op["hosts_with_change"]:
             problems.append(Problem(h, "config", f"deploy: {op['name']}",

@@ -218,3 +218,12 @@ def test_limits_go_to_pyinfra_one_flag_each_and_a_limit_matching_nothing_stops_t
     unmatched("--> Loading inventory...\n--> Connecting to hosts...\n")
     with pytest.raises(AuditError, match="No host matches found for --limit pattern: lab-c1,lab-vm1"):
         unmatched("--> Loading inventory...\n    No host matches found for --limit pattern: lab-c1,lab-vm1\n")
+
+
+def test_config_drift_asks_pyinfra_for_a_plan_with_changes():
+    from llmfleet.audit.config_drift import dry_run_args
+
+    args = dry_run_args("inventories/lab.py", ["lab-c1", "lab-vm1"], ["vllm_enabled=False"])
+    # `-y` would make pyinfra skip computing changes: every host would look clean
+    assert "-y" not in args and "--yes" not in args
+    assert args[-8:] == ["--dry", "--json", "--limit", "lab-c1", "--limit", "lab-vm1", "--data", "vllm_enabled=False"]
