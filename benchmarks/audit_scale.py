@@ -52,7 +52,8 @@ def main() -> None:
     run(pyinfra, "inventories/lab.py", "deploy.py", "-y", *DATA)
     print(f"baseline deployed to 12 hosts in {time.monotonic() - t0:.0f} s", flush=True)
     fp = run(pyinfra, "inventories/lab.py", "fact", "llmfleet.facts.HardwareFingerprint", "--json", "-y").stdout
-    for host, value in json.loads(fp[fp.index("{"):]).items():
+    # pyinfra's fact JSON: {fact: {host: value}}
+    for host, value in json.loads(fp[fp.index("{"):])["llmfleet.facts.HardwareFingerprint"].items():
         (state_dir / "hosts" / host).mkdir(parents=True, exist_ok=True)
         (state_dir / "hosts" / host / "fingerprint.json").write_text(json.dumps(value))
     sizes = {1: ["lab-c1"], 4: [f"lab-c{i}" for i in range(1, 5)], 12: ["lab_containers"]}
