@@ -50,7 +50,8 @@ def hosts(inventory: str, limit: list[str] | None = None, data: list[str] | None
 
 def testinfra_url(name: str, data: dict, ssh_config: Path) -> str:
     """A testinfra host URL for an inventory host; its ssh settings go to ``ssh_config`` (appended),
-    so that testinfra's host name is the inventory name (verify/conftest.py maps it back)."""
+    so that testinfra's host name is the inventory name (verify/conftest.py maps it back), with a
+    control socket beside it so that a host's checks share one connection."""
     if name.startswith("@local"):
         return "local://"
     lines = [f"Host {name}"]
@@ -63,6 +64,9 @@ def testinfra_url(name: str, data: dict, ssh_config: Path) -> str:
     if data.get("ssh_strict_host_key_checking"):
         lines.append(f"  StrictHostKeyChecking {data['ssh_strict_host_key_checking']}")
     lines.append("  ConnectTimeout 10")
+    # one SSH connection per host for all its checks (testinfra asks for ControlMaster=auto but
+    # gives no ControlPath, so without this line every command would open a connection)
+    lines.append(f"  ControlPath {ssh_config.parent}/cm-%C")
     with ssh_config.open("a") as f:
         f.write("\n".join(lines) + "\n")
     sudo = "&sudo=true" if data.get("ssh_user") not in (None, "root") else ""

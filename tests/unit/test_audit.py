@@ -173,6 +173,7 @@ def test_testinfra_urls_carry_the_inventory_ssh_settings(tmp_path):
     assert url == f"ssh://gpu-1?ssh_config={cfg}&sudo=true"
     text = cfg.read_text()
     assert "Host gpu-1\n  HostName 10.0.0.5\n  Port 2222\n  User admin\n  IdentityFile /k" in text
+    assert f"  ControlPath {tmp_path}/cm-%C\n" in text  # testinfra's ControlMaster=auto needs a path
     assert infra_url("@local", {}, cfg) == "local://"
     assert infra_url("gpu-2", {"ssh_user": "root"}, cfg).endswith("ssh_config=" + str(cfg))
 
