@@ -48,6 +48,12 @@ vllm_env = {
 vllm_api_key_file = str(api_key_file(LabPaths.from_env()))
 vllm_ready_timeout_s = 600
 
+# pyinfra's own global argument, as host data: no single command (facts included) may run longer
+# than this (s). A lab host that stops answering then fails with the host and command named,
+# instead of the deploy waiting on a dead connection (TCP gives up after about 15 minutes).
+# Above vllm_ready_timeout_s and reboot_timeout_s: those waits are single commands.
+_timeout = 700
+
 # probe: the tiny model on CPU answers in milliseconds; a mix shaped like the fleet's (five
 # classes, the same shares) scaled to max-model-len 1024, with SLOs the lab meets at a few
 # requests per second while three servers and a VM share 2 cores.

@@ -95,12 +95,43 @@ class Deployed:
     boots_after: dict[str, str]
 
 
+LOGS = ROOT / "reports" / "test-logs"
+
+
+def _logged_deploy(attempt: int) -> tuple[int | None, str]:
+    """The first deploy, its output written to reports/test-logs/ as it runs (kept if it hangs)."""
+    LOGS.mkdir(parents=True, exist_ok=True)
+    log = LOGS / f"first-deploy-{attempt}.log"
+    with log.open("w") as f:
+        try:
+            rc = subprocess.run([str(BIN / "pyinfra"), "inventories/lab.py", "deploy.py", "-y"], cwd=ROOT, env=env(),
+                                stdout=f, stderr=subprocess.STDOUT, text=True, timeout=1800).returncode
+        except subprocess.TimeoutExpired:
+            rc = None
+    return rc, log.read_text()
+
+
 @pytest.fixture(scope="session")
 def deployed(lab) -> Deployed:
-    """The first deploy of the whole baseline onto the fresh lab (shared by the tests)."""
+    """The first deploy of the whole baseline onto the fresh lab (shared by the tests).
+
+    Twice in about ten full runs this deploy stalled with the machine idle (output cut during
+    "Preparing operation files", cause not found). The lab's group data now bounds every command
+    (`_timeout`), so a stall fails the stalled host with its command named, in the log kept in
+    reports/test-logs/; the deploy is then run once more, as an operator would (it is
+    idempotent), and a warning with the log's path says so. Any other failure fails the tests."""
     before = boot_ids()
-    proc = lab.deploy("-y")
-    return Deployed(output=proc.stdout + proc.stderr, boots_before=before, boots_after=boot_ids())
+    rc, output = _logged_deploy(1)
+    if rc != 0 and (rc is None or "timeout" in output.lower() or "timed out" in output.lower()):
+        import warnings
+
+        warnings.warn(f"the first deploy stalled (exit {rc}; {LOGS / 'first-deploy-1.log'}): deploying again",
+                      stacklevel=1)
+        rc, again = _logged_deploy(2)
+        output += again
+    if rc != 0:
+        raise AssertionError(f"the first deploy exited {rc}:\n{output[-5000:]}")
+    return Deployed(output=output, boots_before=before, boots_after=boot_ids())
 
 
 @pytest.fixture(scope="session")
