@@ -1,10 +1,10 @@
-"""The GPU machine the `device` tool lends (one NVIDIA H200, or two: nvidia-h200-x2), checked from
-itself (@local).
+"""The GPU machine the `device` tool lends (one NVIDIA H200, or two or four: nvidia-h200-x2, -x4),
+checked from itself (@local).
 
 Read-only: only the verify suite runs there, never a deploy (its clocks, persistence, ECC and MIG
 are not ours to change). What the machine is, as read with NVML on 2026-11-29, is the profile
-h200_141gb_x1 in group_data/all.py (h200_141gb_x2 for the two-GPU kind, chosen here by the number
-of GPUs the driver lists); the rest is its software as found: driver 580.159.04 with the
+h200_141gb_x1 in group_data/all.py (h200_141gb_x2 / _x4 for the kinds with two / four GPUs, chosen
+here by the number of GPUs the driver lists); the rest is its software as found: driver 580.159.04 with the
 open kernel module, PyTorch and nvidia-ml-py in /opt/torch/.venv.
 
     make verify-device                                  # on that machine: passes
@@ -19,7 +19,7 @@ _N_GPUS = len(os.listdir(_GPUS)) if os.path.isdir(_GPUS) else 0
 device = [
     ("@local", {
         "_sudo": False,  # root there, and no sudo installed
-        "gpu_profile": "h200_141gb_x2" if _N_GPUS == 2 else "h200_141gb_x1",
+        "gpu_profile": {2: "h200_141gb_x2", 4: "h200_141gb_x4"}.get(_N_GPUS, "h200_141gb_x1"),
         "nvidia_driver_version": "580.159.04",
         "nvidia_kernel_modules": "open",
         "cuda_toolkit_version": "13.0",

@@ -2,8 +2,8 @@
 profile, peer access, the all-reduce's sum and bus-bandwidth thresholds, and the profile/settings
 validation.
 
-Fixtures in data/interconnect/: `h200_x2_*` were captured on the 2 x H200 machine the device tool
-lends (2026-11-29: `nvidia-smi topo -m` as printed, with its ANSI underline; the JSON of
+Fixtures in data/interconnect/: `h200_x2_*` and `h200_x4_*` were captured on the 2 x and 4 x H200
+machines the device tool lends (2026-11-29: `nvidia-smi topo -m` as printed, with its ANSI underline; the JSON of
 verify/remote/gpu_topology.py and gpu_allreduce.py). The 8-GPU V100 matrices are rendered here
 from the profile's pairs in nvidia-smi's format (no V100 host exists here), then altered as a
 faulty host would show them.
@@ -57,6 +57,20 @@ def test_parses_the_real_h200_x2_matrix():
     assert topo.cpu_affinity == ["0-31", "0-31"] and topo.nvlinks(1, 0) == 18
     assert interconnect.topology_problems(profile("h200_141gb_x2"), topo) == []
     assert interconnect.numa_problems(profile("h200_141gb_x2"), topo) == []
+
+
+def test_the_real_h200_x4_matrix_and_allreduce_pass_their_profile():
+    p = profile("h200_141gb_x4")
+    topo = interconnect.parse_topo((DATA / "h200_x4_topo.txt").read_text())
+    assert topo.gpus == 4 and set(topo.links.values()) == {"NV18"} and len(topo.links) == 6
+    assert interconnect.topology_problems(p, topo) == [] and interconnect.numa_problems(p, topo) == []
+    links = json.loads((DATA / "h200_x4_links.json").read_text())
+    assert len(links["p2p"]) == 12 and interconnect.p2p_problems(p, links["p2p"]) == []
+    result = json.loads((DATA / "h200_x4_allreduce.json").read_text())
+    assert result["world"] == 4 and interconnect.allreduce_problems(p, result) == []
+    # the two-GPU profile on this host: said once
+    assert interconnect.topology_problems(profile("h200_141gb_x2"), topo) == [
+        "GPUs in the topology: expected 2, actual 4"]
 
 
 def test_the_dgx1_cube_mesh_matches_the_v100_profile():
