@@ -75,7 +75,8 @@ probe_search_start_rps = 2.0
 probe_search_max_rps = 64.0
 probe_search_precision = 0.2
 probe_baseline_tolerance = 0.5  # a shared 2-core machine: generous
-# the probe shares the 2 cores with three vLLM servers and an emulated VM: lag spikes of tens of ms
-probe_max_client_lag_ms = 250.0
+# the probe shares the 2 cores with three vLLM servers and an emulated VM: its P99 lag reached
+# 315 ms in a full `make test` (the fleet default, 20 ms, is for a quiet control machine)
+probe_max_client_lag_ms = 1000.0
 
 onboard_min_free_gb = 1  # the tiny model is 1.7 MB

@@ -31,6 +31,10 @@ def unmatched(stderr: str) -> None:
 
 def hosts(inventory: str, limit: list[str] | None = None, data: list[str] | None = None) -> list[dict]:
     """[{name, groups, data}] of the inventory, limited to hosts or groups named in ``limit``."""
+    if inventory.endswith(".py") and not (ROOT / inventory).is_file() and not Path(inventory).is_file():
+        # pyinfra would take a missing file's name for a host name and carry on
+        raise AuditError(f"cannot read inventory {inventory}: no such file (fix: the path of a pyinfra inventory, "
+                         "e.g. inventories/prod.py)")
     args = [a for kv in (data or []) for a in ("--data", kv)]
     proc = subprocess.run([sys.executable, "-m", "pyinfra", *args, inventory, "debug-inventory", "--json"],
                           capture_output=True, text=True, cwd=ROOT)

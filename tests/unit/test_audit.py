@@ -228,3 +228,11 @@ def test_config_drift_asks_pyinfra_for_a_plan_with_changes():
     # `-y` would make pyinfra skip computing changes: every host would look clean
     assert "-y" not in args and "--yes" not in args
     assert args[-8:] == ["--dry", "--json", "--limit", "lab-c1", "--limit", "lab-vm1", "--data", "vllm_enabled=False"]
+
+
+def test_a_missing_inventory_file_is_refused_not_taken_for_a_host_name():
+    # pyinfra reads an argument that is not a file as a host name and carries on
+    with pytest.raises(AuditError, match="cannot read inventory inventories/nope.py: no such file"):
+        from llmfleet.audit.inventory import hosts
+
+        hosts("inventories/nope.py")
