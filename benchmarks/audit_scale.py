@@ -40,17 +40,20 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--keep", action="store_true", help="leave the bench lab up")
+    ap.add_argument("--reuse", action="store_true",
+                    help="the bench lab is already up with 12 hosts and deployed with the same data: audit only")
     a = ap.parse_args()
     llmfleet, pyinfra = str(BIN / "llmfleet"), str(BIN / "pyinfra")
     state_dir = Path(tempfile.mkdtemp(prefix="llmfleet-bench-state-"))
     out_dir = Path(tempfile.mkdtemp(prefix="llmfleet-bench-audit-"))
-    run(llmfleet, "lab", "down")
-    t0 = time.monotonic()
-    run(llmfleet, "lab", "up", "--hosts", "12")
-    print(f"lab of 12 containers up in {time.monotonic() - t0:.0f} s", flush=True)
-    t0 = time.monotonic()
-    run(pyinfra, "inventories/lab.py", "deploy.py", "-y", *DATA)
-    print(f"baseline deployed to 12 hosts in {time.monotonic() - t0:.0f} s", flush=True)
+    if not a.reuse:
+        run(llmfleet, "lab", "down")
+        t0 = time.monotonic()
+        run(llmfleet, "lab", "up", "--hosts", "12")
+        print(f"lab of 12 containers up in {time.monotonic() - t0:.0f} s", flush=True)
+        t0 = time.monotonic()
+        run(pyinfra, "inventories/lab.py", "deploy.py", "-y", *DATA)
+        print(f"baseline deployed to 12 hosts in {time.monotonic() - t0:.0f} s", flush=True)
     fp = run(pyinfra, "inventories/lab.py", "fact", "llmfleet.facts.HardwareFingerprint", "--json", "-y").stdout
     # pyinfra's fact JSON: {fact: {host: value}}
     for host, value in json.loads(fp[fp.index("{"):])["llmfleet.facts.HardwareFingerprint"].items():
