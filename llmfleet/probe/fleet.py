@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 import stat
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from llmfleet.probe.config import ProbeConfig, ProbeError, from_settings
@@ -19,7 +19,7 @@ class Target:
     host: str
     url: str
     model: str
-    api_key: str | None
+    api_key: str | None = field(repr=False)  # never in a repr: pytest prints reprs in failures
     config: ProbeConfig
     tokenizer: Path | None
     model_dir: Path | None

@@ -285,3 +285,11 @@ def test_report_round_trips_as_json_and_plots(tmp_path):
     assert again.trials[0].overall.e2e_ms.p95 == pytest.approx(400.0)
     report.plot(rep, tmp_path / "p.png")
     assert (tmp_path / "p.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_a_targets_repr_never_shows_its_api_key():
+    # pytest prints reprs of locals in a failure: the key must not reach a CI log
+    from llmfleet.probe.fleet import Target
+
+    t = Target("lab-c1", "http://10.0.0.1:8000", "m", "sk-secret-123", None, None, None, None, None, 1, None)
+    assert "sk-secret-123" not in repr(t) and t.api_key == "sk-secret-123"
