@@ -224,62 +224,35 @@ gpu_profiles = {
         "allreduce_min_busbw_gbs": {},  # one GPU: no all-reduce
         "source": "NVML on the lent H200, 2026-11-29",
     },
-    # Two H200s of one host as the `device` tool lends them (nvidia-h200-x2), measured there on
-    # 2026-11-29 (driver 580.159.04, NCCL 2.28.9, NCCL_NVLS_ENABLE=0 as that machine sets it):
-    # topo -m GPU0-GPU1 NV18, NUMA Affinity 0 for both, peer access both ways (64 MiB copies at
-    # 324 GB/s), all-reduce bus bandwidth 327.6 GB/s at 1 GiB, 298.9 at 256 MiB, 266.1 at 64 MiB.
-    # Thresholds: 80 % of those (run to run the small sizes vary by 2x, so they are not thresholded).
-    "h200_141gb_x2": {
-        "model_name": "NVIDIA H200",
-        "pci_device_id": "0x2335",
-        "count": 2,
-        "memory_mib": 144384,
-        "memory_bandwidth_gbs": 4800.0,
-        "pcie_gen": 5,
-        "pcie_width": 16,
-        "nvlink_links": 18,  # NVLink 4: 18 links per H200 (topo -m: NV18)
-        "compute_capability": 9.0,
-        "kernel_modules": ["open", "proprietary"],
-        "driver_branch_min": 550,
-        "driver_branch_max": None,
-        "cuda_max_major": None,
-        "memory_errors": "row_remapping",
-        "supported_clocks": {3201: [345, 1980], 2201: [345, 1980]},
-        "app_clocks": {"memory": 3201, "graphics": 1980},
-        "nvlink_pairs": {"0-1": 18},
-        "gpu_numa_nodes": [0, 0],
-        "p2p": "all_pairs",
-        "allreduce_min_busbw_gbs": {64: 210.0, 256: 240.0, 1024: 260.0},
-        "source": "NVML, nvidia-smi topo -m and verify/remote/gpu_allreduce.py on the lent 2 x H200, 2026-11-29",
-    },
-    # Four H200s as the `device` tool lends them (nvidia-h200-x4), measured there on 2026-11-29 in
-    # the same way: every pair NV18 (NVSwitch), NUMA Affinity 0, peer access every way (64 MiB
-    # copies at 338-356 GB/s), all-reduce bus bandwidth in two runs 354.3 / 353.4 GB/s at 1 GiB,
-    # 337.3 / 336.2 at 256 MiB, 309.2 / 304.1 at 64 MiB. Thresholds: 80 % of the lower.
-    "h200_141gb_x4": {
-        "model_name": "NVIDIA H200",
-        "pci_device_id": "0x2335",
-        "count": 4,
-        "memory_mib": 144384,
-        "memory_bandwidth_gbs": 4800.0,
-        "pcie_gen": 5,
-        "pcie_width": 16,
-        "nvlink_links": 18,  # NVLink 4: 18 links per H200 (topo -m: NV18)
-        "compute_capability": 9.0,
-        "kernel_modules": ["open", "proprietary"],
-        "driver_branch_min": 550,
-        "driver_branch_max": None,
-        "cuda_max_major": None,
-        "memory_errors": "row_remapping",
-        "supported_clocks": {3201: [345, 1980], 2201: [345, 1980]},
-        "app_clocks": {"memory": 3201, "graphics": 1980},
-        "nvlink_pairs": {"0-1": 18, "0-2": 18, "0-3": 18, "1-2": 18, "1-3": 18, "2-3": 18},
-        "gpu_numa_nodes": [0, 0, 0, 0],
-        "p2p": "all_pairs",
-        "allreduce_min_busbw_gbs": {64: 240.0, 256: 270.0, 1024: 280.0},
-        "source": "NVML, nvidia-smi topo -m and verify/remote/gpu_allreduce.py on the lent 4 x H200, 2026-11-29",
-    },
 }
+
+# The multi-GPU H200 machines: the same GPU as h200_141gb_x1, with NVLink and an interconnect.
+# Two H200s of one host as the `device` tool lends them (nvidia-h200-x2), measured there on
+# 2026-11-29 (driver 580.159.04, NCCL 2.28.9, NCCL_NVLS_ENABLE=0 as that machine sets it):
+# topo -m GPU0-GPU1 NV18, NUMA Affinity 0 for both, peer access both ways (64 MiB copies at
+# 324 GB/s), all-reduce bus bandwidth 327.6 GB/s at 1 GiB, 298.9 at 256 MiB, 266.1 at 64 MiB.
+# Thresholds: 80 % of those (run to run the small sizes vary by 2x, so they are not thresholded).
+gpu_profiles["h200_141gb_x2"] = gpu_profiles["h200_141gb_x1"] | {
+    "count": 2,
+    "nvlink_links": 18,  # NVLink 4: 18 links per H200 (topo -m: NV18)
+    "nvlink_pairs": {"0-1": 18},
+    "gpu_numa_nodes": [0, 0],
+    "p2p": "all_pairs",
+    "allreduce_min_busbw_gbs": {64: 210.0, 256: 240.0, 1024: 260.0},
+    "source": "NVML, nvidia-smi topo -m and verify/remote/gpu_allreduce.py on the lent 2 x H200, 2026-11-29",
+}
+# Four H200s as the `device` tool lends them (nvidia-h200-x4), measured there on 2026-11-29 in
+# the same way: every pair NV18 (NVSwitch), NUMA Affinity 0, peer access every way (64 MiB
+# copies at 338-356 GB/s), all-reduce bus bandwidth in two runs 354.3 / 353.4 GB/s at 1 GiB,
+# 337.3 / 336.2 at 256 MiB, 309.2 / 304.1 at 64 MiB. Thresholds: 80 % of the lower.
+gpu_profiles["h200_141gb_x4"] = gpu_profiles["h200_141gb_x2"] | {
+    "count": 4,
+    "nvlink_pairs": {"0-1": 18, "0-2": 18, "0-3": 18, "1-2": 18, "1-3": 18, "2-3": 18},
+    "gpu_numa_nodes": [0, 0, 0, 0],
+    "allreduce_min_busbw_gbs": {64: 240.0, 256: 270.0, 1024: 280.0},
+    "source": "NVML, nvidia-smi topo -m and verify/remote/gpu_allreduce.py on the lent 4 x H200, 2026-11-29",
+}
+
 # The all-reduce of the interconnect check (verify/remote/gpu_allreduce.py): one process per GPU,
 # PyTorch distributed over NCCL, at each size (MiB) WARMUP then ITERS operations timed; the run is
 # stopped after TIMEOUT seconds. The largest size is allocated on every GPU once (plus a quarter

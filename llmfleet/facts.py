@@ -17,9 +17,11 @@ REMOTE = Path(__file__).parent / "remote"
 
 
 def python_script(name: str, *args: str) -> str:
-    """A shell command that runs llmfleet/remote/<name>.py with the host's python3 (and args)."""
+    """A shell command that runs llmfleet/remote/<name>.py, after the shared _helpers.py, with the
+    host's python3 (and args)."""
     quoted = "".join(" " + shlex.quote(a) for a in args)
-    return f"python3 - {quoted} <<'LLMFLEET_EOF'\n{(REMOTE / (name + '.py')).read_text()}LLMFLEET_EOF"
+    source = (REMOTE / "_helpers.py").read_text() + (REMOTE / (name + ".py")).read_text()
+    return f"python3 - {quoted} <<'LLMFLEET_EOF'\n{source}LLMFLEET_EOF"
 
 
 class IsContainer(FactBase[bool]):

@@ -130,7 +130,7 @@ def onboard(inventory: str, host: str, state_dir: Path, out_dir: Path, restart: 
             continue
         log(f"{host}: {stage} ...")
         try:
-            detail = _run_stage(stage, inventory, host, settings, state_dir, out_dir, progress, log)
+            detail = _run_stage(stage, inventory, chosen[0], settings, state_dir, out_dir, progress, log)
         except KeyboardInterrupt:
             log(f"{host}: interrupted during {stage}; nothing of it is recorded: run the same command again to "
                 f"continue from {stage}")
@@ -155,7 +155,9 @@ def _now() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
-def _run_stage(stage, inventory, host, settings, state_dir, out_dir, progress, log) -> dict | None:
+def _run_stage(stage, inventory, entry, settings, state_dir, out_dir, progress, log) -> dict | None:
+    """One stage for one host; ``entry`` is its inventory entry (name, groups, data), read once."""
+    host = entry["name"]
     if stage == "preflight":
         problems, info = preflight(inventory, host, settings)
         if problems:
@@ -172,8 +174,7 @@ def _run_stage(stage, inventory, host, settings, state_dir, out_dir, progress, l
     if stage == "verify":
         from llmfleet.audit import state_drift
 
-        chosen = inventory_hosts(inventory, [host])
-        problems, counts, _ = state_drift.verify(inventory, chosen, workers=1)
+        problems, counts, _ = state_drift.verify(inventory, [entry], workers=1)
         if problems:
             raise StageFailed(stage, [f"{p.check}: {p.message}" for p in problems])
         return {"checks": counts.get(host, 0)}
@@ -183,7 +184,7 @@ def _run_stage(stage, inventory, host, settings, state_dir, out_dir, progress, l
         from llmfleet.probe.config import ProbeError
         from llmfleet.probe.run import run_probe
 
-        problems, counts, notes = state_drift.verify(inventory, inventory_hosts(inventory, [host]), workers=1,
+        problems, counts, notes = state_drift.verify(inventory, [entry], workers=1,
                                                      marker="interconnect")
         if problems:
             raise StageFailed(stage, [f"{p.check}: {p.message}" for p in problems])
@@ -191,7 +192,7 @@ def _run_stage(stage, inventory, host, settings, state_dir, out_dir, progress, l
                         "interconnect_notes": notes.get(host, [])}
         if not settings.vllm_enabled:
             return {**interconnect, "probe": "vllm_enabled is False: nothing to measure"}
-        t = fleet.target_of(host, settings, chosen_address(inventory, host))
+        t = fleet.target_of(host, settings, entry["data"].get("ssh_hostname") or host)
         try:
             rep = run_probe(t.url, t.model, t.api_key, t.config, tokenizer=t.tokenizer, host=host,
                             gpu_profile=t.gpu_profile, tensor_parallel=t.tensor_parallel, model_dir=t.model_dir,
@@ -222,7 +223,3 @@ def _run_stage(stage, inventory, host, settings, state_dir, out_dir, progress, l
         return {"report": str(paths["json"])}
     raise AssertionError(stage)
 
-
-def chosen_address(inventory: str, host: str) -> str:
-    (h,) = inventory_hosts(inventory, [host])
-    return h["data"].get("ssh_hostname") or host

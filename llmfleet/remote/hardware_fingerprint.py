@@ -1,27 +1,13 @@
 """Run on a host by llmfleet.facts.HardwareFingerprint (python3, standard library only): the parts
 of the machine a swap or a degradation would change, as one JSON object."""
 
+# sh() and rd() come from _helpers.py, which llmfleet.facts.python_script puts in front
+# ruff: noqa: F821
+
 import glob
 import json
 import os
 import shutil
-import subprocess
-
-
-def sh(args):
-    try:
-        proc = subprocess.run(args, capture_output=True, text=True, timeout=60)
-        return proc.stdout if proc.returncode == 0 else ""
-    except (OSError, subprocess.TimeoutExpired):
-        return ""
-
-
-def rd(path):
-    try:
-        return open(path).read().strip()
-    except OSError:
-        return None
-
 
 cpu_model = None
 for line in open("/proc/cpuinfo"):

@@ -1,27 +1,13 @@
 """Run on a host by llmfleet.facts.NvidiaHost (python3, standard library only): prints one JSON object."""
 
+# sh() and rd() come from _helpers.py, which llmfleet.facts.python_script puts in front
+# ruff: noqa: F821
+
 import glob
 import json
 import os
 import re
 import shutil
-import subprocess
-
-
-def sh(args):
-    try:
-        proc = subprocess.run(args, capture_output=True, text=True, timeout=60)
-        return proc.stdout if proc.returncode == 0 else ""
-    except (OSError, subprocess.TimeoutExpired):
-        return ""
-
-
-def rd(path):
-    try:
-        return open(path).read().strip()
-    except OSError:
-        return None
-
 
 osr = dict(line.rstrip().split("=", 1) for line in open("/etc/os-release") if "=" in line)
 gpus = []

@@ -9,7 +9,6 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 from xml.etree import ElementTree as ET
 
 import pytest
@@ -195,8 +194,11 @@ def test_the_results_plugin_records_outcomes_and_messages(tmp_path):
 
 
 def test_the_fingerprint_script_reads_this_machine():
-    src = Path(fingerprint.__file__).parents[1] / "remote" / "hardware_fingerprint.py"
-    fp = json.loads(subprocess.run([sys.executable, str(src)], capture_output=True, text=True, check=True).stdout)
+    from llmfleet.facts import python_script
+
+    # the command the fact sends, run here
+    fp = json.loads(subprocess.run(["sh", "-c", python_script("hardware_fingerprint")], capture_output=True,
+                                   text=True, check=True).stdout)
     assert fp["cpu"]["count"] == os.cpu_count() and fp["memory_kib"] > 0
     assert fingerprint.compare("me", fp, fp) == []
 
