@@ -16,7 +16,7 @@ from operations import (
                         cuda_toolkit,
                         gpu_clocks,
                         kernel_cmdline,
-                        kernel_modules,
+                        module_blacklist,
                         limits,
                         mirrors,
                         nvidia_driver,
@@ -37,7 +37,7 @@ thp.configure(settings)
 limits.configure(settings)
 sysctls.configure(settings)
 chrony.configure(settings)
-kernel_modules.configure(settings)
+module_blacklist.configure(settings)
 cpu_governor.configure(settings)
 
 # GPU stack (does nothing, visibly, on a host without an NVIDIA GPU)

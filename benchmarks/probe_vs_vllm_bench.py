@@ -28,7 +28,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from llmfleet.lab import lab as labmod
+from llmfleet.lab import lifecycle as labmod
 from llmfleet.lab.config import LAB_MODEL, LabPaths
 from llmfleet.lab.serving import api_key_file, model_dir
 from llmfleet.probe.config import ProbeConfig

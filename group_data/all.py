@@ -102,11 +102,11 @@ chrony_servers = ["0.debian.pool.ntp.org", "1.debian.pool.ntp.org"]
 chrony_max_offset_ms = 50.0
 
 # ---------------------------------------------------------------------------------------------
-# kernel_modules: modules blacklisted (never loaded) and unloaded now if loaded.
+# module_blacklist: modules blacklisted (never loaded) and unloaded now if loaded.
 # On hosts without InfiniBand, NCCL probes the IB verbs stack: blacklist it there, e.g.
 # ["ib_uverbs", "rdma_ucm"]. Empty by default: a fleet with InfiniBand must not lose it.
 # ---------------------------------------------------------------------------------------------
-kernel_modules_blacklist = []
+module_blacklist = []
 
 # ---------------------------------------------------------------------------------------------
 # GPU profiles: what a host's GPUs must look like. The verify suite checks every field on the
@@ -120,7 +120,7 @@ kernel_modules_blacklist = []
 #   pcie_gen, pcie_width  the link the GPU must train to (an x8 slot or a Gen1 fallback fails verify)
 #   nvlink_links        NVLink links up per GPU (0: none, a PCIe board)
 #   compute_capability  e.g. 7.0 for Volta (sm_70)
-#   kernel_modules      driver kernel-module flavours the GPU can use, preferred first
+#   driver_flavours     driver kernel-module flavours the GPU can use, preferred first
 #   driver_branch_min/max  driver branches that support the GPU (max None: no known end)
 #   cuda_max_major      newest CUDA major version that builds for it (None: no known end)
 #   memory_errors       "page_retirement" (up to Volta) or "row_remapping" (A100 and newer)
@@ -148,7 +148,7 @@ gpu_profiles = {
         "nvlink_links": 6,
         "compute_capability": 7.0,
         # open kernel modules do not support Volta (NVIDIA driver installation guide)
-        "kernel_modules": ["proprietary"],
+        "driver_flavours": ["proprietary"],
         "driver_branch_min": 384,
         "driver_branch_max": 580,  # R580 is the last branch for Volta (NVIDIA driver/architecture matrix)
         "cuda_max_major": 12,  # CUDA 13 dropped Volta
@@ -182,7 +182,7 @@ gpu_profiles = {
         "pcie_width": 16,
         "nvlink_links": 0,  # PCIe boards have no NVLink
         "compute_capability": 7.0,
-        "kernel_modules": ["proprietary"],
+        "driver_flavours": ["proprietary"],
         "driver_branch_min": 384,
         "driver_branch_max": 580,
         "cuda_max_major": 12,
@@ -211,7 +211,7 @@ gpu_profiles = {
         "pcie_width": 16,
         "nvlink_links": 0,
         "compute_capability": 9.0,
-        "kernel_modules": ["open", "proprietary"],  # NVIDIA recommends open from Turing on
+        "driver_flavours": ["open", "proprietary"],  # NVIDIA recommends open from Turing on
         "driver_branch_min": 550,
         "driver_branch_max": None,
         "cuda_max_major": None,
@@ -278,7 +278,7 @@ nvidia_repo_url = "https://developer.download.nvidia.com/compute/cuda/repos"
 # The exact driver version (branch R580 is the last for Volta).
 nvidia_driver_version = "580.95.05"
 # "proprietary" (Volta needs it) or "open" (Turing and newer).
-nvidia_kernel_modules = "proprietary"
+nvidia_driver_flavour = "proprietary"
 
 # cuda_toolkit: the CUDA toolkit version (major.minor), pinned by package name (cuda-toolkit-12-9).
 cuda_toolkit_version = "12.9"

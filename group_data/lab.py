@@ -17,7 +17,7 @@ pip_trusted_hosts = [gateway()] if gateway() else []
 # time from the machine's NTP server (the only one lab hosts can reach)
 chrony_servers = [gateway()] if gateway() else ["127.0.0.1"]
 # lab hosts have no InfiniBand: the blacklist is exercised on them
-kernel_modules_blacklist = ["ib_uverbs", "rdma_ucm"]
+module_blacklist = ["ib_uverbs", "rdma_ucm"]
 # lab hosts have no GPU: the NVIDIA components say so and do nothing
 gpu_profile = None
 

@@ -21,7 +21,7 @@ device = [
         "_sudo": False,  # root there, and no sudo installed
         "gpu_profile": {2: "h200_141gb_x2", 4: "h200_141gb_x4"}.get(_N_GPUS, "h200_141gb_x1"),
         "nvidia_driver_version": "580.159.04",
-        "nvidia_kernel_modules": "open",
+        "nvidia_driver_flavour": "open",
         "cuda_toolkit_version": "13.0",
         "vllm_venv": "/opt/torch/.venv",
         "vllm_enabled": False,  # checked, not served from

@@ -107,7 +107,7 @@ def lab_hosts(fmt: str) -> None:
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def lab_ssh(name: str, command: tuple[str, ...]) -> None:
     """Open a shell on lab host NAME (or run COMMAND there)."""
-    from llmfleet.lab.lab import ssh_command
+    from llmfleet.lab.lifecycle import ssh_command
 
     args = ssh_command(name, list(command))
     os.execvp(args[0], args)

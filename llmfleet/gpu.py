@@ -42,7 +42,7 @@ class GpuProfile(BaseModel):
     pcie_width: int = Field(ge=1, le=32)
     nvlink_links: int = Field(ge=0)
     compute_capability: float = Field(gt=0)
-    kernel_modules: list[Flavour] = Field(min_length=1)
+    driver_flavours: list[Flavour] = Field(min_length=1)
     driver_branch_min: int
     driver_branch_max: int | None
     cuda_max_major: int | None
@@ -138,11 +138,11 @@ def guardrails(settings: Settings) -> list[str]:
         bad("nvidia_driver_version", settings.nvidia_driver_version,
             f"driver branch R{branch} is older than {gpu} needs (R{profile.driver_branch_min} or newer)",
             f"a version of branch {profile.driver_branch_min} or newer")
-    if settings.nvidia_kernel_modules not in profile.kernel_modules:
-        bad("nvidia_kernel_modules", settings.nvidia_kernel_modules,
-            f"{gpu} cannot use the {settings.nvidia_kernel_modules} kernel modules "
+    if settings.nvidia_driver_flavour not in profile.driver_flavours:
+        bad("nvidia_driver_flavour", settings.nvidia_driver_flavour,
+            f"{gpu} cannot use the {settings.nvidia_driver_flavour} kernel modules "
             "(NVIDIA's open modules support Turing and newer only)",
-            f"nvidia_kernel_modules = {profile.kernel_modules[0]!r}")
+            f"nvidia_driver_flavour = {profile.driver_flavours[0]!r}")
 
     # CUDA
     cuda_major = compat.version_tuple(settings.cuda_toolkit_version)[0]

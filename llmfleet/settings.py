@@ -154,14 +154,14 @@ class Settings(BaseModel):
     # chrony
     chrony_servers: Annotated[list[HostName], Field(min_length=1)]
     chrony_max_offset_ms: Annotated[float, Field(gt=0)]
-    # kernel_modules
-    kernel_modules_blacklist: list[ModuleName]
+    # module_blacklist
+    module_blacklist: list[ModuleName]
     # GPUs: profiles, NVIDIA driver, CUDA, clocks
     gpu_profiles: dict[Annotated[str, _pattern(r"[a-z0-9_]+", "a profile name (a-z 0-9 _)")], GpuProfile]
     gpu_profile: str | None
     nvidia_repo_url: Url
     nvidia_driver_version: DriverVersion
-    nvidia_kernel_modules: Literal["proprietary", "open"]
+    nvidia_driver_flavour: Literal["proprietary", "open"]
     cuda_toolkit_version: CudaVersion
     gpu_app_clocks: AppClocks | None
     gpu_allreduce_sizes_mib: Annotated[list[PositiveInt], Field(min_length=1)]

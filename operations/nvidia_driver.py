@@ -151,7 +151,7 @@ def install(settings: Settings) -> list[str]:
     facts = host.get_fact(NvidiaHost)
     distro = repo_distro(facts, host.name)
     repo = f"{settings.nvidia_repo_url.rstrip('/')}/{distro}/x86_64"
-    packages = driver_packages(facts["os"], settings.nvidia_kernel_modules, settings.nvidia_driver_version)
+    packages = driver_packages(facts["os"], settings.nvidia_driver_flavour, settings.nvidia_driver_version)
 
     # repository (configure): key, source list, pin
     apt.packages(name="gnupg for the repository key", packages=["gnupg"], no_recommends=True,
@@ -172,7 +172,7 @@ def install(settings: Settings) -> list[str]:
     # install: the running kernel's headers first (the DKMS build in the driver's postinst needs them)
     apt.packages(name=f"kernel headers for {facts['kernel']}", packages=[f"linux-headers-{facts['kernel']}"],
                  no_recommends=True, _env=APT_ENV)
-    driver = installed(name=f"NVIDIA driver {settings.nvidia_driver_version} ({settings.nvidia_kernel_modules})",
+    driver = installed(name=f"NVIDIA driver {settings.nvidia_driver_version} ({settings.nvidia_driver_flavour})",
                        packages=packages, label="nvidia_driver")
     if nouveau.will_change or driver.will_change:
         server.shell(name="initramfs regenerated (nouveau blacklist, NVIDIA modules)", commands=["update-initramfs -u"])
@@ -186,13 +186,13 @@ def reboot_reasons(settings: Settings, facts: dict, changing: bool) -> list[str]
     module = facts["module"]
     want = settings.nvidia_driver_version
     if changing:
-        return [f"NVIDIA driver {want} ({settings.nvidia_kernel_modules}) installed: its kernel module loads at boot"]
+        return [f"NVIDIA driver {want} ({settings.nvidia_driver_flavour}) installed: its kernel module loads at boot"]
     if module is None:
         return ["the NVIDIA kernel module is not loaded"]
     why = []
     if module["version"] != want:
         why.append(f"NVIDIA kernel module {module['version']} is loaded, {want} is installed")
-    if module["flavour"] != settings.nvidia_kernel_modules:
+    if module["flavour"] != settings.nvidia_driver_flavour:
         why.append(f"the {module['flavour']} NVIDIA kernel module is loaded, "
-                   f"{settings.nvidia_kernel_modules} is installed")
+                   f"{settings.nvidia_driver_flavour} is installed")
     return why

@@ -15,5 +15,5 @@ def test_module_is_the_pinned_driver(host_name, settings, gpu_profile, gpu_state
 
 
 def test_module_flavour(host_name, settings, gpu_profile, gpu_state):
-    expect(host_name, f"nvidia_kernel_modules ({gpu_state['module'].get('banner')})", settings.nvidia_kernel_modules,
+    expect(host_name, f"nvidia_driver_flavour ({gpu_state['module'].get('banner')})", settings.nvidia_driver_flavour,
            gpu_state["module"].get("flavour"))

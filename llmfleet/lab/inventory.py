@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from llmfleet.lab.config import LabPaths
-from llmfleet.lab.lab import load
+from llmfleet.lab.lifecycle import load
 from llmfleet.lab.state import LabState
 
 

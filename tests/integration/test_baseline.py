@@ -37,8 +37,8 @@ BREAKS = [
      "lab-vm1: sysctls in force (expected, actual): expected {}, actual {'vm.swappiness': ('1', '60')}"),
     ("chrony", "lab-c3", "sudo systemctl stop chrony",
      "lab-c3: chrony service: expected 'active', actual 'inactive'"),
-    ("kernel_modules", "lab-vm1", "sudo rm /etc/modprobe.d/90-llmfleet-blacklist.conf && sudo modprobe ib_uverbs",
-     "lab-vm1: kernel_modules_blacklist loaded: expected [], actual ['ib_uverbs']"),
+    ("module_blacklist", "lab-vm1", "sudo rm /etc/modprobe.d/90-llmfleet-blacklist.conf && sudo modprobe ib_uverbs",
+     "lab-vm1: module_blacklist loaded: expected [], actual ['ib_uverbs']"),
 ]
 
 
@@ -52,7 +52,7 @@ def test_every_component_broken_by_hand_is_named_then_repaired(lab, deployed):
         assert message in broken.stdout, f"{component}: {message!r} not in verify output:\n{broken.stdout[-4000:]}"
         assert any(f"test_{component}" in ln and host in ln for ln in failed), (component, failed)
     # exactly the broken (component, host) pairs fail, nothing else
-    assert len(failed) == len(BREAKS) + 1, failed  # kernel_modules fails twice: file and loaded module
+    assert len(failed) == len(BREAKS) + 1, failed  # module_blacklist fails twice: file and loaded module
     lab.deploy("-y")
     lab.verify()
 

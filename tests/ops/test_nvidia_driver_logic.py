@@ -16,7 +16,7 @@ class S:
     """The two settings reboot_reasons reads."""
 
     def __init__(self, version="580.95.05", flavour="proprietary"):
-        self.nvidia_driver_version, self.nvidia_kernel_modules = version, flavour
+        self.nvidia_driver_version, self.nvidia_driver_flavour = version, flavour
 
 
 def test_ubuntu_proprietary_packages_carry_the_branch_and_ubuntu_version():

@@ -47,14 +47,14 @@ V100 = "Tesla V100-SXM2-32GB (compute capability 7.0, profile v100_sxm2_32gb_x8)
     ({"nvidia_driver_version": "590.44.01"},
      f"nvidia_driver_version = '590.44.01': driver branch R590 does not support {V100}: R580 is its last branch "
      "(fix: a 580.x version)"),
-    ({"nvidia_kernel_modules": "open"},
-     f"nvidia_kernel_modules = 'open': {V100} cannot use the open kernel modules"),
+    ({"nvidia_driver_flavour": "open"},
+     f"nvidia_driver_flavour = 'open': {V100} cannot use the open kernel modules"),
     ({"gpu_profile": "h200_141gb_x1", "flags": {"tensor-parallel-size": 1}, "nvidia_driver_version": "535.216.03"},
      "driver branch R535 is older than NVIDIA H200"),
     # CUDA
     ({"cuda_toolkit_version": "13.0"},
      f"cuda_toolkit_version = '13.0': CUDA 13 cannot build for {V100}: its last CUDA is 12.x"),
-    ({"gpu_profile": "h200_141gb_x1", "flags": {"tensor-parallel-size": 1}, "nvidia_kernel_modules": "open",
+    ({"gpu_profile": "h200_141gb_x1", "flags": {"tensor-parallel-size": 1}, "nvidia_driver_flavour": "open",
       "nvidia_driver_version": "570.195.03", "cuda_toolkit_version": "13.0"},
      "cuda_toolkit_version = '13.0': CUDA 13 needs driver branch R580 or newer, nvidia_driver_version is R570"),
     # clocks: the design notes' `nvidia-smi -ac 2505,1177` for V100
@@ -117,7 +117,7 @@ def test_fp8_kv_cache_allowed_where_the_v0_engine_runs_volta():
 
 
 def test_h200_allows_what_v100_cannot():
-    validate("gpu-7", defaults(gpu_profile="h200_141gb_x1", nvidia_kernel_modules="open", vllm_version="0.33.0",
+    validate("gpu-7", defaults(gpu_profile="h200_141gb_x1", nvidia_driver_flavour="open", vllm_version="0.33.0",
                                flags={"tensor-parallel-size": 1, "dtype": "bfloat16", "kv-cache-dtype": "fp8",
                                       "quantization": "awq_marlin"},
                                cuda_toolkit_version="13.0", nvidia_driver_version="580.159.04"))

@@ -9,7 +9,7 @@ import pytest
 from llmfleet.errors import LabError
 from llmfleet.lab import images, services
 from llmfleet.lab.config import LabNet, LabPaths
-from llmfleet.lab.lab import write_ssh_files
+from llmfleet.lab.lifecycle import write_ssh_files
 from llmfleet.lab.state import Host, LabState, Proc
 
 

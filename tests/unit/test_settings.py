@@ -67,7 +67,7 @@ def test_missing_default_is_reported():
     ("chrony_servers", [], "chrony_servers = []", "at least 1 item"),
     ("sysctls", {"vm swappiness": 1}, "sysctls.vm swappiness = 'vm swappiness'", "sysctl name"),
     ("sysctls", {"vm.swappiness": "1; reboot"}, "sysctls.vm.swappiness = '1; reboot'", "sysctl value"),
-    ("kernel_modules_blacklist", ["ib uverbs"], "kernel_modules_blacklist.0 = 'ib uverbs'", "kernel module name"),
+    ("module_blacklist", ["ib uverbs"], "module_blacklist.0 = 'ib uverbs'", "kernel module name"),
     ("thp_enabled", "off", "thp_enabled = 'off'", "'never'"),
     ("reboot_max_unavailable", 0, "reboot_max_unavailable = 0", "greater than 0"),
     ("reboot_stop_units", ["vllm"], "reboot_stop_units.0 = 'vllm'", "systemd unit"),

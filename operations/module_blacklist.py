@@ -1,4 +1,4 @@
-"""kernel_modules: modules group data blacklists are never loaded, and are unloaded now."""
+"""module_blacklist: modules group data blacklists are never loaded, and are unloaded now."""
 
 from pyinfra import host
 from pyinfra.api import deploy
@@ -12,20 +12,20 @@ from operations import template
 BLACKLIST = "/etc/modprobe.d/90-llmfleet-blacklist.conf"
 
 
-@deploy("kernel_modules")
+@deploy("module_blacklist")
 def configure(settings: Settings):
-    """Blacklist `kernel_modules_blacklist` (also for explicit loads) and unload those loaded."""
+    """Blacklist `module_blacklist` (also for explicit loads) and unload those loaded."""
     blacklist = files.template(name="modprobe blacklist",
-                               src=template("kernel_modules", "90-llmfleet-blacklist.conf.j2"),
-                               dest=BLACKLIST, mode="644", modules=sorted(settings.kernel_modules_blacklist))
+                               src=template("module_blacklist", "90-llmfleet-blacklist.conf.j2"),
+                               dest=BLACKLIST, mode="644", modules=sorted(settings.module_blacklist))
     if host.get_fact(IsContainer):
-        host.noop("kernel_modules: unloading not applied: a container host shares the machine's kernel "
+        host.noop("module_blacklist: unloading not applied: a container host shares the machine's kernel "
                   "and cannot load or unload modules (the blacklist file is written for completeness)")
         return
     if blacklist.will_change and host.get_fact(Which, command="update-initramfs"):
         # a blacklisted module must not come back from the initramfs at boot
         server.shell(name="initramfs regenerated with the blacklist", commands=["update-initramfs -u"])
     loaded = host.get_fact(KernelModules) or {}
-    for module in sorted(settings.kernel_modules_blacklist):
+    for module in sorted(settings.module_blacklist):
         if module.replace("-", "_") in loaded:
             server.shell(name=f"module {module} unloaded", commands=[f"modprobe -r {module}"])
