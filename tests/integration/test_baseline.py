@@ -6,7 +6,7 @@ import socket
 import threading
 import time
 
-from conftest import BIN, boot_ids, lab_ssh, run, state
+from harness import BIN, boot_ids, lab_ssh, run, state
 
 CONTAINERS = ["lab-c1", "lab-c2", "lab-c3"]
 

@@ -6,7 +6,7 @@ import base64
 import json
 import runpy
 
-from conftest import BIN, ROOT, lab_ssh, run, state
+from harness import BIN, ROOT, lab_ssh, run, state
 
 COMPONENTS = ("nvidia_driver", "cuda_toolkit", "nvidia_persistence", "gpu_clocks")
 LEFT_BEHIND = ("/etc/apt/sources.list.d/llmfleet-nvidia-cuda.list", "/etc/apt/preferences.d/90-llmfleet-nvidia",

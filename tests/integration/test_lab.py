@@ -9,7 +9,7 @@ import signal
 import subprocess
 from pathlib import Path
 
-from conftest import BIN, LAB_ENV, N_CONTAINERS, PREFIX, lab_ssh, llmfleet, run, state
+from harness import BIN, LAB_ENV, N_CONTAINERS, PREFIX, lab_ssh, llmfleet, run, state
 
 
 def _cmdline(proc: Path) -> bytes:

@@ -12,7 +12,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from conftest import BIN, LAB_ENV, ROOT, lab_ssh, run, state
+from harness import BIN, LAB_ENV, ROOT, lab_ssh, run, state
 
 from llmfleet.lab import poller
 

@@ -10,7 +10,7 @@ import time
 import urllib.request
 
 import pytest
-from conftest import BIN, LAB_ENV, ROOT, run, state
+from harness import BIN, LAB_ENV, ROOT, run, state
 
 OUT = ROOT / "reports" / "test-probe"
 

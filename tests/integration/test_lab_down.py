@@ -1,10 +1,13 @@
-"""Runs last: `lab down` removes every process, namespace, link, mount and file the lab made."""
+"""Stage "removed", so last: `lab down` removes every process, namespace, link, mount and file the lab made."""
 
 import json
 import subprocess
 from pathlib import Path
 
-from conftest import LAB_ENV, PREFIX, llmfleet
+import pytest
+from harness import LAB_ENV, PREFIX, llmfleet
+
+pytestmark = pytest.mark.lab_stage("removed")
 
 
 def test_down_leaves_nothing_behind(lab):

@@ -1,7 +1,7 @@
 """Fleet operations on the lab: onboarding a fresh host (interrupted and resumed) to a clean audit,
 hardware drift against its recorded fingerprint, and drift injected by hand on two hosts found
-exactly, waived, reported unreachable, and cleared by a deploy. (Runs after the other modules:
-it adds lab-c4 to the lab.)"""
+exactly, waived, reported unreachable, and cleared by a deploy. (It adds lab-c4 to the lab: stage
+"grown", after the modules that expect the lab as `lab up` made it.)"""
 
 from __future__ import annotations
 
@@ -12,9 +12,10 @@ import subprocess
 import time
 
 import pytest
-from conftest import BIN, ROOT, env, lab_ssh, llmfleet, run, state
+from harness import BIN, ROOT, env, lab_ssh, llmfleet, run, state
 
 NEW = "lab-c4"
+pytestmark = pytest.mark.lab_stage("grown")
 
 
 @pytest.fixture(scope="module")

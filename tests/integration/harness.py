@@ -1,0 +1,99 @@
+"""Helpers of the integration tests: commands run as a user would, against the test lab.
+
+The test lab has its own directory, subnet and name prefix, so it runs beside a developer's demo
+lab without touching it. It needs root (namespaces, mounts, containers), as CI has. The fixtures
+that own the lab's life are in conftest.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+LAB_ENV = {
+    "LLMFLEET_LAB_DIR": "/var/lib/llmfleet/test-lab",
+    "LLMFLEET_LAB_SUBNET": "10.78.0.0/24",
+    "LLMFLEET_LAB_PREFIX": "llmt",
+}
+PREFIX = LAB_ENV["LLMFLEET_LAB_PREFIX"]
+N_CONTAINERS = 3
+# The stages of the lab's life, in the order they run (conftest.py orders the modules by them).
+LAB_STAGES = ("as made", "grown", "removed")
+
+
+def env(**extra: str) -> dict[str, str]:
+    return {**os.environ, **LAB_ENV, **extra}
+
+
+def run(*args: str, check: bool = True, timeout: float = 900, **extra_env: str) -> subprocess.CompletedProcess:
+    """Run a command the way a user would, from the repository root, against the test lab."""
+    proc = subprocess.run(list(args), cwd=ROOT, env=env(**extra_env), capture_output=True, text=True,
+                          timeout=timeout)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{' '.join(args)} exited {proc.returncode}\nstdout:\n{proc.stdout[-3000:]}"
+                             f"\nstderr:\n{proc.stderr[-3000:]}")
+    return proc
+
+
+def llmfleet(*args: str, **kw) -> subprocess.CompletedProcess:
+    return run(str(BIN / "llmfleet"), *args, **kw)
+
+
+def lab_ssh(name: str, command: str, **kw) -> subprocess.CompletedProcess:
+    """A command on a lab host. ssh's own connection failures (exit 255 with a connection message: the
+    emulated VM answers its banner slowly while the machine is busy) are retried twice; the
+    command's own failures are not."""
+    check = kw.pop("check", True)
+    for attempt in range(3):
+        proc = llmfleet("lab", "ssh", name, "--", command, check=False, **kw)
+        if not (proc.returncode == 255 and "Connection" in proc.stderr and attempt < 2):
+            break
+        time.sleep(5)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"lab ssh {name} -- {command} exited {proc.returncode}\nstdout:\n"
+                             f"{proc.stdout[-3000:]}\nstderr:\n{proc.stderr[-3000:]}")
+    return proc
+
+
+def state() -> dict:
+    return json.loads((Path(LAB_ENV["LLMFLEET_LAB_DIR"]) / "state.json").read_text())
+
+
+@dataclass
+class Lab:
+    up_output: str
+
+    def testinfra_hosts(self) -> str:
+        return llmfleet("lab", "hosts", "--testinfra").stdout.strip()
+
+    def deploy(self, *extra: str) -> subprocess.CompletedProcess:
+        return run(str(BIN / "pyinfra"), "inventories/lab.py", "deploy.py", *extra)
+
+    def verify(self, check: bool = True, acceptance: bool = False) -> subprocess.CompletedProcess:
+        """The verify suite on every lab host; the acceptance checks (the throughput probe, 18 s a
+        host) only when asked: test_lab.py runs the whole suite once."""
+        marker = [] if acceptance else ["-m", "not acceptance"]
+        return run(str(BIN / "pytest"), "verify/", "-p", "no:cacheprovider", "-q", "-rf", *marker,
+                   f"--hosts={self.testinfra_hosts()}", check=check)
+
+
+def boot_ids() -> dict[str, str]:
+    """Each lab host's boot id (changes with every boot, containers included)."""
+    return {name: lab_ssh(name, "cat /proc/sys/kernel/random/boot_id").stdout.strip() for name in state()["hosts"]}
+
+
+@dataclass
+class Deployed:
+    output: str
+    boots_before: dict[str, str]
+    boots_after: dict[str, str]
+
+
+LOGS = ROOT / "reports" / "test-logs"
