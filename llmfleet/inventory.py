@@ -51,7 +51,8 @@ def read(inventory: str, data: list[str] | None = None, limit: list[str] | None 
     ``root`` (the project root; a test passes a project of its own)."""
     if inventory.endswith(".py") and not (root / inventory).is_file():
         # pyinfra would take a missing file's name for a host name and carry on
-        raise InventoryError(f"cannot read inventory {inventory}: no such file in {root} ({FIX})")
+        raise InventoryError(f"cannot read inventory {inventory}: no such file ({root / inventory}; a relative "
+                             f"path is taken from the project root) ({FIX})")
     args = [a for kv in data or [] for a in ("--data", kv)]
     try:
         proc = subprocess.run([sys.executable, "-m", "pyinfra", *args, inventory, "debug-inventory", "--json"],
@@ -67,7 +68,7 @@ def read(inventory: str, data: list[str] | None = None, limit: list[str] | None 
 
 
 def _limited(inventory: str, found: list[dict], limit: list[str]) -> list[dict]:
-    chosen: list[dict] = []
+    chosen: set[str] = set()
     for pattern in limit:
         hosts = [h for h in found if pattern in h.get("groups", [])] or \
             [h for h in found if fnmatch(h["name"], pattern)]
@@ -77,8 +78,8 @@ def _limited(inventory: str, found: list[dict], limit: list[str]) -> list[dict]:
                 f"--limit {pattern}: no such host or group in {inventory} (pyinfra would say: No host matches "
                 f"found for --limit pattern: {pattern}; it has hosts {', '.join(h['name'] for h in found) or 'none'}"
                 f" and groups {', '.join(groups) or 'none'}) (fix: one --limit per host or group name)")
-        chosen += [h for h in hosts if h not in chosen]
-    return [h for h in found if h in chosen]  # in the inventory's order
+        chosen |= {h["name"] for h in hosts}
+    return [h for h in found if h["name"] in chosen]  # in the inventory's order
 
 
 def _why(stderr: str) -> str:

@@ -80,8 +80,9 @@ def test_a_missing_inventory_file_is_refused_not_taken_for_a_host_name(project):
     # pyinfra reads an argument that is not a file as a host name and carries on
     with pytest.raises(InventoryError) as exc:
         read("inventories/nope.py", root=project)
-    assert str(exc.value) == (f"cannot read inventory inventories/nope.py: no such file in {project} "
-                              "(fix: the path of a pyinfra inventory, e.g. inventories/prod.py)")
+    assert str(exc.value) == (f"cannot read inventory inventories/nope.py: no such file ({project}/inventories/"
+                              "nope.py; a relative path is taken from the project root) (fix: the path of a pyinfra "
+                              "inventory, e.g. inventories/prod.py)")
 
 
 def test_an_inventory_python_cannot_load_is_refused_with_its_error(project):

@@ -138,3 +138,11 @@ def test_onboarding_takes_one_host_by_name_not_a_group(tmp_path):
                                            r"gpu-1, gpu-2\)"):
         onboard(str(inv), "gpus", tmp_path / "state", tmp_path / "out")
     assert not (tmp_path / "state").exists()
+
+
+def test_onboarding_refuses_a_host_whose_settings_are_invalid_before_any_stage(tmp_path):
+    inv = tmp_path / "one.py"
+    inv.write_text('gpus = [("gpu-1", {"vllm_port": 0})]\n')
+    with pytest.raises(OnboardError, match=r"gpu-1.*vllm_port"):
+        onboard(str(inv), "gpu-1", tmp_path / "state", tmp_path / "out")
+    assert not (tmp_path / "state").exists()
