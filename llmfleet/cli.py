@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from llmfleet.errors import LlmfleetError
+from llmfleet.onboard import STAGES
 
 console = Console()
 err = Console(stderr=True)
@@ -128,18 +129,14 @@ def lab_wheels(requirements: tuple[str, ...]) -> None:
 @click.option("--out", "out_dir", default="monitoring", show_default=True, help="Folder for the rendered files.")
 def monitoring_cmd(inventory: str, out_dir: str) -> None:
     """Render Prometheus scrape targets and alert rules for the inventory's vLLM hosts."""
-    import subprocess
     from pathlib import Path
 
+    from llmfleet.inventory import read as read_inventory
     from llmfleet.monitoring import render
     from llmfleet.settings import SettingsError, validate
 
-    proc = subprocess.run([sys.executable, "-m", "pyinfra", inventory, "debug-inventory", "--json"],
-                          capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise LlmfleetError(f"cannot read inventory {inventory}: {proc.stderr.strip()[-500:]}")
     hosts = {}
-    for h in json.loads(proc.stdout):
+    for h in read_inventory(inventory):
         try:
             hosts[h["name"]] = (validate(h["name"], h["data"]), h["data"].get("ssh_hostname") or h["name"])
         except SettingsError as exc:
@@ -327,14 +324,14 @@ def audit_cmd(inventory, limit, waivers_file, state_dir, out_dir, workers, skip,
 @click.option("--state-dir", help=STATE_DIR_HELP)
 @click.option("--out-dir", default="reports/audit", show_default=True, help="Where its first audit report goes.")
 @click.option("--restart", is_flag=True, help="Run every stage again, from preflight.")
-@click.option("--stop-after", type=click.Choice(["preflight", "deploy", "verify", "acceptance", "record"]),
+@click.option("--stop-after", type=click.Choice(list(STAGES)[:-1]),
               help="Stop after this stage (run again to continue).")
 def onboard_cmd(inventory, host, state_dir, out_dir, restart, stop_after) -> None:
     """Bring a new server in: preflight, deploy, verify, acceptance probe, record its hardware
     fingerprint, first audit. Resumable: running it again continues where it stopped."""
     from pathlib import Path
 
-    from llmfleet.audit.onboard import onboard
+    from llmfleet.onboard import onboard
 
     progress = onboard(inventory, host, _state_dir(state_dir), Path(out_dir), restart, stop_after,
                        log=lambda m: console.print(m, highlight=False))

@@ -9,3 +9,15 @@ class LlmfleetError(Exception):
 
 class LabError(LlmfleetError):
     """The local lab could not do what was asked."""
+
+
+class InventoryError(LlmfleetError):
+    """A pyinfra inventory could not be read, or a --limit matches none of its hosts."""
+
+
+class AuditError(LlmfleetError):
+    """The audit could not run (exit status 2)."""
+
+
+class OnboardError(LlmfleetError):
+    """Onboarding could not run, or a stage failed (exit status 2)."""

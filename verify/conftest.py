@@ -1,7 +1,8 @@
 """Shared fixtures of the verify suite: `pytest verify/ --hosts=... [--inventory inventories/X.py]`.
 
 Expected values come from the same group data the deploy used: the inventory's resolved data
-(`pyinfra INV debug-inventory --json`, read once per run), validated by llmfleet's settings schema.
+(llmfleet/inventory.py: `pyinfra INV debug-inventory --json`, read once per run), validated by
+llmfleet's settings schema.
 Every check gathers a host's state in one remote command and asserts on it, and every failure
 names the host, the setting, the expected and the actual value.
 """
@@ -10,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -19,6 +19,8 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from llmfleet.errors import InventoryError  # noqa: E402
+from llmfleet.inventory import read as read_inventory  # noqa: E402
 from llmfleet.settings import Settings, SettingsError, validate  # noqa: E402
 
 
@@ -33,13 +35,11 @@ def pytest_addoption(parser):
 
 @pytest.fixture(scope="session")
 def inventory_data(request) -> dict[str, dict]:
-    inventory = request.config.getoption("--inventory")
-    data = [arg for kv in request.config.getoption("--data") for arg in ("--data", kv)]
-    proc = subprocess.run([sys.executable, "-m", "pyinfra", *data, inventory, "debug-inventory", "--json"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=300)
-    if proc.returncode != 0:
-        pytest.exit(f"cannot read inventory {inventory}: {proc.stderr.strip()[-500:]}", returncode=2)
-    return {h["name"]: h for h in json.loads(proc.stdout)}
+    try:
+        found = read_inventory(request.config.getoption("--inventory"), request.config.getoption("--data"))
+    except InventoryError as exc:
+        pytest.exit(str(exc), returncode=2)
+    return {h["name"]: h for h in found}
 
 
 @pytest.fixture(scope="module")

@@ -1,12 +1,11 @@
-"""Fleet drift audits (`llmfleet audit`) and onboarding (`llmfleet onboard`), issue 7.
+"""Fleet drift audits (`llmfleet audit`), issue 7 (onboarding, `llmfleet onboard`: llmfleet/onboard.py).
 
 - ``model``: a Problem (host, kind, check, expected, actual, message) and the fleet report.
-- ``inventory``: hosts and their data from a pyinfra inventory; testinfra URLs for them.
+- ``testinfra``: testinfra URLs for inventory hosts (hosts and their data: llmfleet/inventory.py).
 - ``fingerprint``: the hardware fingerprint recorded at onboarding, and its comparison.
 - ``config_drift``: the deploy's dry-run plan, per host.
 - ``state_drift``: the verify suite, one pytest process per host, in parallel.
 - ``waivers``: accepted problems with a reason and an expiry date.
 - ``report``: terminal, JSON, JUnit XML and HTML; what changed since the last audit.
 - ``run``: the audit from start to exit status (0 clean, 1 drift, 2 could not run).
-- ``onboard``: preflight, deploy, verify, acceptance probe, record; resumable.
 """

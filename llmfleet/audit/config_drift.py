@@ -13,8 +13,9 @@ import re
 import subprocess
 import sys
 
-from llmfleet.audit.inventory import ROOT, AuditError, limit_args, unmatched
 from llmfleet.audit.model import Problem
+from llmfleet.errors import AuditError
+from llmfleet.inventory import ROOT, limit_args, unmatched
 
 
 def dry_run_args(inventory: str, hosts: list[str], data: list[str] | None = None) -> list[str]:

@@ -12,8 +12,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from llmfleet.audit.inventory import ROOT, AuditError, limit_args, unmatched
 from llmfleet.audit.model import Problem
+from llmfleet.errors import AuditError
+from llmfleet.inventory import ROOT, limit_args, unmatched
 
 # memory as the kernel reports it moves a little with kernel versions and reservations
 MEMORY_TOLERANCE = 0.02

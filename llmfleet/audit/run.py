@@ -7,8 +7,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from llmfleet.audit import config_drift, fingerprint, report, state_drift, waivers
-from llmfleet.audit.inventory import hosts as inventory_hosts
 from llmfleet.audit.model import HostResult, Problem
+from llmfleet.inventory import read as read_inventory
 
 KINDS_RUN = ("hardware", "config", "state")
 
@@ -18,7 +18,7 @@ def audit(inventory: str, limit: list[str] | None, state_dir: Path, out_dir: Pat
           data: list[str] | None = None) -> tuple[dict, dict]:
     today = today or dt.date.today()
     waiver_list = waivers.load(waivers_file) if waivers_file else []
-    chosen = inventory_hosts(inventory, limit, data)
+    chosen = read_inventory(inventory, data, limit)
     names = [h["name"] for h in chosen]
     results = {n: HostResult(n) for n in names}
     log(f"audit: {len(names)} host(s) of {inventory}: reading hardware fingerprints (and who answers)")

@@ -16,8 +16,9 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from llmfleet.audit.inventory import ROOT, testinfra_url
 from llmfleet.audit.model import Problem
+from llmfleet.audit.testinfra import testinfra_url
+from llmfleet.inventory import ROOT
 
 _EXPECT = re.compile(r"expected (?P<expected>.+?), actual (?P<actual>.+)$")
 

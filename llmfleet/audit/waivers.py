@@ -17,8 +17,8 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from llmfleet.audit.inventory import AuditError
 from llmfleet.audit.model import Problem
+from llmfleet.errors import AuditError
 
 
 class Waiver(BaseModel):

@@ -72,22 +72,10 @@ def target_of(host: str, settings, address: str) -> Target:
 
 def targets(inventory: str, limit: list[str] | None = None) -> list[Target]:
     """Every vLLM host of the inventory (or those named in ``limit``: hosts or groups)."""
-    import json
-    import subprocess
-    import sys
-
+    from llmfleet.inventory import read as read_inventory
     from llmfleet.settings import SettingsError, validate
 
-    proc = subprocess.run([sys.executable, "-m", "pyinfra", inventory, "debug-inventory", "--json"],
-                          capture_output=True, text=True, cwd=ROOT)
-    if proc.returncode != 0:
-        raise ProbeError(f"cannot read inventory {inventory}: {proc.stderr.strip()[-500:]}")
-    hosts = json.loads(proc.stdout)
-    chosen = [h for h in hosts if not limit or h["name"] in limit or set(limit) & set(h.get("groups", []))]
-    if limit and not chosen:
-        names = sorted({h["name"] for h in hosts} | {g for h in hosts for g in h.get("groups", [])})
-        raise ProbeError(f"--limit {','.join(limit)}: no such host or group in {inventory} (it has: "
-                         f"{', '.join(names)})")
+    chosen = read_inventory(inventory, limit=limit)
     out, problems = [], []
     for h in chosen:
         try:

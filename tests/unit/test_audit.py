@@ -14,9 +14,9 @@ from xml.etree import ElementTree as ET
 import pytest
 
 from llmfleet.audit import fingerprint, report, waivers
-from llmfleet.audit.inventory import AuditError
-from llmfleet.audit.inventory import testinfra_url as infra_url
 from llmfleet.audit.model import HostResult, Problem
+from llmfleet.audit.testinfra import testinfra_url as infra_url
+from llmfleet.errors import AuditError
 
 V100 = {"system": {"vendor": "Supermicro", "product": "SYS-4029GP", "serial": "S1"},
         "cpu": {"model": "Xeon Gold 6148", "count": 80, "sockets": 2}, "memory_kib": 790_000_000,
@@ -213,16 +213,6 @@ def test_disk_free_fact_reads_df_in_kib():
     assert DiskFree().process(out)["free"] > 0
 
 
-def test_limits_go_to_pyinfra_one_flag_each_and_a_limit_matching_nothing_stops_the_audit():
-    from llmfleet.audit.inventory import AuditError, limit_args, unmatched
-
-    # pyinfra 3 matches "lab-c1,lab-vm1" against no host (and carries on with none)
-    assert limit_args(["lab-c1", "lab-vm1"]) == ["--limit", "lab-c1", "--limit", "lab-vm1"]
-    unmatched("--> Loading inventory...\n--> Connecting to hosts...\n")
-    with pytest.raises(AuditError, match="No host matches found for --limit pattern: lab-c1,lab-vm1"):
-        unmatched("--> Loading inventory...\n    No host matches found for --limit pattern: lab-c1,lab-vm1\n")
-
-
 def test_config_drift_asks_pyinfra_for_a_plan_with_changes():
     from llmfleet.audit.config_drift import dry_run_args
 
@@ -230,11 +220,3 @@ def test_config_drift_asks_pyinfra_for_a_plan_with_changes():
     # `-y` would make pyinfra skip computing changes: every host would look clean
     assert "-y" not in args and "--yes" not in args
     assert args[-8:] == ["--dry", "--json", "--limit", "lab-c1", "--limit", "lab-vm1", "--data", "vllm_enabled=False"]
-
-
-def test_a_missing_inventory_file_is_refused_not_taken_for_a_host_name():
-    # pyinfra reads an argument that is not a file as a host name and carries on
-    with pytest.raises(AuditError, match="cannot read inventory inventories/nope.py: no such file"):
-        from llmfleet.audit.inventory import hosts
-
-        hosts("inventories/nope.py")

@@ -1,0 +1,30 @@
+"""How testinfra reaches an inventory host: a host URL, and its ssh settings in an OpenSSH config."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def testinfra_url(name: str, data: dict, ssh_config: Path) -> str:
+    """A testinfra host URL for an inventory host; its ssh settings go to ``ssh_config`` (appended),
+    so that testinfra's host name is the inventory name (verify/conftest.py maps it back), with a
+    control socket beside it so that a host's checks share one connection."""
+    if name.startswith("@local"):
+        return "local://"
+    lines = [f"Host {name}"]
+    if data.get("ssh_hostname"):
+        lines.append(f"  HostName {data['ssh_hostname']}")
+    for key, opt in (("ssh_port", "Port"), ("ssh_user", "User"), ("ssh_key", "IdentityFile"),
+                     ("ssh_known_hosts_file", "UserKnownHostsFile")):
+        if data.get(key):
+            lines.append(f"  {opt} {data[key]}")
+    if data.get("ssh_strict_host_key_checking"):
+        lines.append(f"  StrictHostKeyChecking {data['ssh_strict_host_key_checking']}")
+    lines.append("  ConnectTimeout 10")
+    # one SSH connection per host for all its checks (testinfra asks for ControlMaster=auto but
+    # gives no ControlPath, so without this line every command would open a connection)
+    lines.append(f"  ControlPath {ssh_config.parent}/cm-%C")
+    with ssh_config.open("a") as f:
+        f.write("\n".join(lines) + "\n")
+    sudo = "&sudo=true" if data.get("ssh_user") not in (None, "root") else ""
+    return f"ssh://{name}?ssh_config={ssh_config}{sudo}"
