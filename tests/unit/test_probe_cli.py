@@ -157,3 +157,76 @@ def test_inventory_mode_probes_every_target_with_the_options_over_its_own_settin
         assert (c["tokenizer"], c["baseline_file"]) == (tmp_path, baseline)
         assert (c["model_dir"], c["model_dtype"], c["tensor_parallel"]) == (Path(f"/models/{host}"), "float16", 2)
         assert json.loads((tmp_path / "out" / f"{host}.json").read_text())["passed"] == (host == "gpu-1")
+
+
+URL = ("http://gpu-1:8000", "--model", "m1")
+
+
+@pytest.mark.parametrize(("args", "option", "value"), [
+    ((*URL, "--rate", "0"), "--rate", "0"),
+    ((*URL, "--rate", "-2"), "--rate", "-2"),
+    ((*URL, "--rate", "fast"), "--rate", "fast"),
+    ((*URL, "--requests", "0"), "--requests", "0"),
+    ((*URL, "--requests", "2.5"), "--requests", "2.5"),
+    ((*URL, "--duration", "0"), "--duration", "0"),
+    ((*URL, "--warmup", "-1"), "--warmup", "-1"),
+    ((*URL, "--repeats", "0"), "--repeats", "0"),
+    ((*URL, "--fixed-lengths", "128"), "--fixed-lengths", "'128'"),
+    ((*URL, "--fixed-lengths", "0,64"), "--fixed-lengths", "'0,64'"),
+    ((*URL, "--fixed-lengths", "a,b"), "--fixed-lengths", "'a,b'"),
+    ((*URL, "--fixed-lengths", "1,2,3"), "--fixed-lengths", "'1,2,3'"),
+    ((*URL, "--slo-p95-ms", "0"), "--slo-p95-ms", "0"),
+    ((*URL, "--arrivals", "uniform"), "--arrivals", "'uniform'"),
+    ((*URL, "--burstiness", "0"), "--burstiness", "0"),
+    ((*URL, "--tensor-parallel", "0"), "--tensor-parallel", "0"),
+    ((*URL, "--gpu-profile", "v100"), "--gpu-profile", "'v100': no such profile"),
+    (("gpu-1:8000", "--model", "m1"), "URL", "'gpu-1:8000': not an http(s) URL"),
+])
+def test_a_bad_option_value_is_a_usage_error_naming_the_option_and_the_value(runs, args, option, value):
+    calls, _ = runs
+    result = probe(*args)
+    assert result.exit_code == 2, result.output
+    text = " ".join(result.output.split())
+    assert "Invalid value for" in text and option in text and value in text, text
+    assert "Traceback" not in text and calls == []
+
+
+@pytest.mark.parametrize("option", ["--mix", "--tokenizer", "--model-dir", "--baseline", "--api-key-file"])
+def test_a_file_or_folder_option_that_names_nothing_is_a_usage_error(runs, option, tmp_path):
+    calls, _ = runs
+    missing = tmp_path / "nothing-here"
+    result = probe(*URL, option, str(missing))
+    text = " ".join(result.output.split())
+    assert result.exit_code == 2 and f"Invalid value for '{option}'" in text and str(missing) in text, text
+    assert "does not exist" in text and calls == []
+
+
+@pytest.mark.parametrize(("option", "kind"), [("--mix", "directory"), ("--baseline", "directory"),
+                                              ("--save-baseline", "directory"), ("--model-dir", "file"),
+                                              ("--out-dir", "file")])
+def test_a_file_option_given_a_folder_or_a_folder_option_given_a_file_is_a_usage_error(runs, option, kind, files):
+    calls, _ = runs
+    path = files if kind == "directory" else files / "baseline.json"
+    result = probe(*URL, option, str(path))
+    text = " ".join(result.output.split())
+    assert result.exit_code == 2 and f"Invalid value for '{option}'" in text and f"is a {kind}" in text, text
+    assert calls == []
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    ((), "give either a URL (with --model) or --inventory INV"),
+    (("http://gpu-1:8000", "--inventory", "inventories/lab.py"), "give either a URL (with --model) or --inventory"),
+    (("http://gpu-1:8000",), "http://gpu-1:8000: --model is missing (fix: the served model name"),
+    ((*URL, "--search", "--requests", "5"), "--requests 5 with --search: a search needs sustained load"),
+    ((*URL, "--limit", "lab-c1"), "--limit lab-c1 with a URL: --limit chooses hosts of an inventory"),
+    (("--inventory", "inventories/lab.py", "--gpu-profile", "h200_141gb_x1", "--tensor-parallel", "1"),
+     "--gpu-profile, --tensor-parallel with --inventory: for a URL only; each inventory host's come from its "
+     "group data"),
+    (("--inventory", "inventories/lab.py", "--model", "m1"), "--model with --inventory"),
+])
+def test_options_that_cannot_go_together_are_a_usage_error(runs, args, message):
+    calls, _ = runs
+    result = probe(*args)
+    text = " ".join(result.output.split())
+    assert result.exit_code == 2 and f"Error: {message}" in text, text
+    assert calls == []
