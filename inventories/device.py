@@ -6,7 +6,9 @@ are not ours to change). What the machine is, as read with NVML on 2026-11-29, i
 h200_141gb_x1 in group_data/all.py (h200_141gb_x2 / _x4 for the kinds with two / four GPUs, chosen
 here by the number of GPUs the driver lists); the rest is its software as found: driver 580.159.04 with the
 open kernel module, PyTorch and nvidia-ml-py in /opt/torch/.venv. It serves nothing (vllm_enabled
-False), so vllm_flags only keep the guardrails' GPU count (one GPU) and nothing checks a CUDA toolkit.
+False): vllm_flags only keep the tensor-parallel size within its GPU count. Its CUDA toolkit (13.0,
+/usr/local/cuda-13.0) is not named here: none of these checks reads cuda_toolkit_version, and a
+V100 host's data could not name 13.0 (CUDA 13 dropped Volta), so it stays group data's.
 
     make verify-device                                  # on that machine: passes
     make verify-device DATA="--data gpu_profile=v100_sxm2_32gb_x8 --data nvidia_driver_flavour=proprietary"
