@@ -61,7 +61,8 @@ lab-down: venv
 # local backend, pyinfra's @local), with inventories/device.py's data. Read-only. For the lent
 # H200, `make device-wheels` here first puts what its python3 lacks into .whl/ (carry it along);
 # then, there, one command:
-#   make verify-device [DATA='--data gpu_profile=v100_sxm2_32gb_x8 ...']
+#   make verify-device [DATA='--data gpu_profile=v100_sxm2_32gb_x8 --data nvidia_driver_flavour=proprietary']
+# (the second: its GPU checks fail as a V100 host's would; inventories/device.py says why)
 GPU_VERIFY := verify/test_gpu_health.py verify/test_nvidia_driver.py verify/test_nvidia_persistence.py \
               verify/test_gpu_clocks.py verify/test_gpu_interconnect.py
 DEVICE_PY  ?= python3

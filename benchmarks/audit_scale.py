@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Audit time for 1, 4 and 12 lab container hosts, and the ratio between 12 and 1.
 
-    sudo .venv/bin/python benchmarks/audit_scale.py [--rounds 2]
+    .venv/bin/python benchmarks/audit_scale.py [--rounds 2]
 
 A lab of its own (bench subnet) with 12 container hosts, deployed with the baseline (vLLM left out:
 `--data vllm_enabled=False`, twelve CPU servers would not fit 2 cores; the audit is given the same

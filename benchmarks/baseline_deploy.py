@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Measure the host baseline: deploy (first run, no-change run) and verify, on 1 and on 4 lab hosts.
 
-    sudo .venv/bin/python benchmarks/baseline_deploy.py
+    .venv/bin/python benchmarks/baseline_deploy.py
 
 1 host = one container; 4 hosts = three containers and the VM (own kernel, software emulation,
 so its first deploy includes a reboot and package installs under emulation). Each size gets a

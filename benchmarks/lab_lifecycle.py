@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Measure the lab's lifecycle: image build (cold and cached), `lab up`, `lab down`.
 
-    sudo .venv/bin/python benchmarks/lab_lifecycle.py [--hosts 3] [--vm] [--runs 2]
+    .venv/bin/python benchmarks/lab_lifecycle.py [--hosts 3] [--vm] [--runs 2]
 
 Cold builds go to a scratch cache directory (the real cache is left alone); the lab runs under
 its own directory, subnet and prefix, so a demo lab on the same machine is not touched.

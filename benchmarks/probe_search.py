@@ -1,7 +1,7 @@
 """A full effective-throughput search on one lab host, with the lab's group data (probe_*):
 the lab mix, its SLOs, probe_duration_s trials, probe_repeats per rate.
 
-    sudo .venv/bin/python benchmarks/probe_search.py [--host lab-c1] [--repeats 2]
+    .venv/bin/python benchmarks/probe_search.py [--host lab-c1] [--repeats 2]
 
 Prints every trial (rate, P95, verdict), the effective throughput with its bracket, the spread of
 P95 over the repeats at that rate, and the search's wall time. Report and picture in

@@ -13,7 +13,7 @@ probe/vLLM ratios of the means over the rounds. The probe's TTFT and E2E count f
 send time (its definition); vLLM's from the actual send: the line "TTFT from actual send" removes
 the probe's scheduling lag for a like-for-like figure.
 
-    sudo .venv/bin/python benchmarks/probe_vs_vllm_bench.py [--host lab-c1] [--rate 2] [--requests 60]
+    .venv/bin/python benchmarks/probe_vs_vllm_bench.py [--host lab-c1] [--rate 2] [--requests 60]
 
 Needs the demo lab up and deployed (`make demo`), or set LLMFLEET_LAB_* for another lab.
 """

@@ -2,7 +2,7 @@
 """Measure vLLM on the lab: a fresh deploy to all hosts ready, a flag-change roll seen by a client,
 and a no-change deploy.
 
-    sudo .venv/bin/python benchmarks/vllm_roll.py [--hosts 3]
+    .venv/bin/python benchmarks/vllm_roll.py [--hosts 3]
 
 On a lab of its own (own directory, subnet and names), brought down at the end. The poller asks
 every host for a 1-token completion every 0.5 s during the roll; the figures are the roll's

@@ -5,10 +5,18 @@ Read-only: only the verify suite runs there, never a deploy (its clocks, persist
 are not ours to change). What the machine is, as read with NVML on 2026-11-29, is the profile
 h200_141gb_x1 in group_data/all.py (h200_141gb_x2 / _x4 for the kinds with two / four GPUs, chosen
 here by the number of GPUs the driver lists); the rest is its software as found: driver 580.159.04 with the
-open kernel module, PyTorch and nvidia-ml-py in /opt/torch/.venv.
+open kernel module, PyTorch and nvidia-ml-py in /opt/torch/.venv. It serves nothing (vllm_enabled
+False): vllm_flags only keep the tensor-parallel size within its GPU count. Its CUDA toolkit (13.0,
+/usr/local/cuda-13.0) is not named here: none of these checks reads cuda_toolkit_version, and a
+V100 host's data could not name 13.0 (CUDA 13 dropped Volta), so it stays group data's.
 
     make verify-device                                  # on that machine: passes
-    make verify-device DATA="--data gpu_profile=v100_sxm2_32gb_x8 ..."   # fails as a V100 host would
+    make verify-device DATA="--data gpu_profile=v100_sxm2_32gb_x8 --data nvidia_driver_flavour=proprietary"
+                                                        # fails as a V100 host would (its GPU checks)
+
+A V100 host's data differs from this one in its profile and its kernel modules (Volta runs the
+proprietary ones only: the guardrails refuse the open ones for it). tests/unit/test_documented_commands.py
+resolves each of these lines and validates the settings they give.
 """
 
 import os
@@ -22,9 +30,8 @@ device = [
         "gpu_profile": {2: "h200_141gb_x2", 4: "h200_141gb_x4"}.get(_N_GPUS, "h200_141gb_x1"),
         "nvidia_driver_version": "580.159.04",
         "nvidia_driver_flavour": "open",
-        "cuda_toolkit_version": "13.0",
         "vllm_venv": "/opt/torch/.venv",
         "vllm_enabled": False,  # checked, not served from
-        "vllm_flags": {"dtype": "bfloat16", "tensor-parallel-size": 1},
+        "vllm_flags": {"tensor-parallel-size": 1},  # within the profile's GPU count
     }),
 ]

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
+from dataclasses import dataclass
+from pathlib import Path
 
 import click
 from rich.console import Console
@@ -148,133 +151,316 @@ def monitoring_cmd(inventory: str, out_dir: str) -> None:
         console.print(f"wrote {out / name}")
 
 
+# --- llmfleet probe ------------------------------------------------------------------------------
+# The options by topic: each topic is click's decorators composed once (_options), handing the
+# command one object of that topic's values. Values are checked by click's types (exit 2 with
+# the option and the value); combinations by _check_combinations; the steps are the functions
+# after probe_cmd: targets, config, run, report, exit status.
+
+
+def _options(name: str, cls, *params):
+    """click's ``params`` composed into one decorator: the command gets their values as one ``cls``
+    (a dataclass whose fields are the params' names), as its argument ``name``."""
+
+    def decorate(f):
+        @functools.wraps(f)
+        def command(**values):
+            own = {k: values.pop(k) for k in cls.__dataclass_fields__}
+            return f(**values, **{name: cls(**own)})
+
+        for param in reversed(params):
+            command = param(command)
+        return command
+
+    return decorate
+
+
+class _TokenPair(click.ParamType):
+    """IN,OUT: two positive token counts."""
+
+    name = "IN,OUT"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, tuple):
+            return value
+        try:
+            a, b = (int(x) for x in value.split(","))
+        except ValueError:
+            a = b = 0
+        if a < 1 or b < 1:
+            self.fail(f"{value!r}: expected IN,OUT token counts, e.g. 128,64", param, ctx)
+        return a, b
+
+
+class _HttpUrl(click.ParamType):
+    name = "URL"
+
+    def convert(self, value, param, ctx):
+        from urllib.parse import urlparse
+
+        u = urlparse(value)
+        if u.scheme not in ("http", "https") or not u.netloc:
+            self.fail(f"{value!r}: not an http(s) URL of a server (fix: e.g. http://host:8000)", param, ctx)
+        return value.rstrip("/")
+
+
+@functools.cache
+def _group_data_defaults() -> dict:
+    """group_data/all.py's settings: what URL mode measures with (probe_*) and its gpu_profiles."""
+    import runpy
+
+    from llmfleet.probe.fleet import ROOT
+    from llmfleet.settings import Settings
+
+    return {k: v for k, v in runpy.run_path(str(ROOT / "group_data" / "all.py")).items()
+            if k in Settings.model_fields}
+
+
+class _GpuProfileName(click.ParamType):
+    """A name in group_data/all.py's gpu_profiles."""
+
+    name = "PROFILE"
+
+    def convert(self, value, param, ctx):
+        names = sorted(_group_data_defaults()["gpu_profiles"])
+        if value not in names:
+            self.fail(f"{value!r}: no such profile in group_data/all.py's gpu_profiles (fix: one of "
+                      f"{', '.join(names)})", param, ctx)
+        return value
+
+
+_FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
+
+
+@dataclass(frozen=True)
+class TargetOptions:
+    url: str | None
+    model: str | None
+    api_key_file: Path | None
+    inventory: str | None
+    limit: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class TrialOptions:
+    rate: float | None
+    requests: int | None
+    duration: float | None
+    warmup: float | None
+    fixed_lengths: tuple[int, int] | None
+    no_stop_early: bool
+
+
+@dataclass(frozen=True)
+class SearchOptions:
+    search: bool
+    repeats: int | None
+
+
+@dataclass(frozen=True)
+class WorkloadOptions:
+    mix: Path | None
+    slo_p95_ms: float | None
+    arrivals: str | None
+    burstiness: float | None
+    tokenizer: Path | None
+
+
+@dataclass(frozen=True)
+class CeilingOptions:
+    gpu_profile: str | None
+    tensor_parallel: int
+    model_dir: Path | None
+
+
+@dataclass(frozen=True)
+class OutputOptions:
+    out_dir: Path
+    baseline: Path | None
+    save_baseline: Path | None
+
+
+_POSITIVE = click.FloatRange(min=0, min_open=True)
+_target_options = _options(
+    "targets", TargetOptions,
+    click.argument("url", required=False, type=_HttpUrl()),
+    click.option("--model", help="Served model name (URL mode)."),
+    click.option("--api-key-file", type=_FILE, help="File holding the API key (mode 600). Else LLMFLEET_API_KEY "
+                 "or OPENAI_API_KEY from the environment, else none (URL mode)."),
+    click.option("--inventory", help="Probe every vLLM host of this pyinfra inventory with its group data."),
+    click.option("--limit", multiple=True, help="With --inventory: only these hosts or groups (repeatable)."))
+_trial_options = _options(
+    "trial", TrialOptions,
+    click.option("--rate", type=_POSITIVE, help="Offered rate (requests/s) of the check, or where the search "
+                 "starts."),
+    click.option("--requests", type=click.IntRange(min=1), help="Measured requests per trial (no warm-up), "
+                 "instead of probe_duration_s x rate."),
+    click.option("--duration", type=_POSITIVE, help="Measured seconds per trial (probe_duration_s)."),
+    click.option("--warmup", type=click.FloatRange(min=0), help="Warm-up seconds per trial (probe_warmup_s)."),
+    click.option("--fixed-lengths", type=_TokenPair(), help="IN,OUT: every request this many prompt and output "
+                 "tokens (a fixed workload, e.g. to compare with vllm bench serve)."),
+    click.option("--no-stop-early", is_flag=True, help="Run every trial to its end even when the SLA is lost."))
+_search_options = _options(
+    "search", SearchOptions,
+    click.option("--search", is_flag=True, help="Search the effective throughput (else one check trial at "
+                 "probe_check_rps)."),
+    click.option("--repeats", type=click.IntRange(min=1), help="Trials per rate in a search (probe_repeats)."))
+_workload_options = _options(
+    "workload", WorkloadOptions,
+    click.option("--mix", type=_FILE, help="Request mix (JSON or YAML list of classes, as probe_mix); default: "
+                 "group data's."),
+    click.option("--slo-p95-ms", type=_POSITIVE, help="P95 end-to-end SLO (ms)."),
+    click.option("--arrivals", type=click.Choice(["poisson", "gamma"]), help="Arrival process."),
+    click.option("--burstiness", type=_POSITIVE, help="Gamma shape (with gamma)."),
+    click.option("--tokenizer", type=click.Path(exists=True, path_type=Path),
+                 help="tokenizer.json (or its folder) of the served model."))
+_ceiling_options = _options(
+    "ceiling", CeilingOptions,
+    click.option("--gpu-profile", type=_GpuProfileName(), help="URL mode: a gpu_profiles name, for the decode "
+                 "ceiling."),
+    click.option("--tensor-parallel", type=click.IntRange(min=1), default=1, show_default=True,
+                 help="URL mode: GPUs the model is split over, for the ceiling."),
+    click.option("--model-dir", type=click.Path(exists=True, file_okay=False, path_type=Path),
+                 help="URL mode: the model folder (config.json, weights), for the ceiling."))
+_output_options = _options(
+    "output", OutputOptions,
+    click.option("--out-dir", type=click.Path(file_okay=False, path_type=Path), default="reports/probe",
+                 show_default=True, help="Folder for report JSON and PNG."),
+    click.option("--baseline", type=_FILE, help="Gate against this baseline file."),
+    click.option("--save-baseline", type=click.Path(dir_okay=False, path_type=Path),
+                 help="Record this run as the baseline."))
+
+
 @main.command("probe")
-@click.argument("url", required=False)
-@click.option("--model", help="Served model name (URL mode).")
-@click.option("--api-key-file", type=click.Path(dir_okay=False), help="File holding the API key (mode 600). "
-              "Else LLMFLEET_API_KEY or OPENAI_API_KEY from the environment, else none.")
-@click.option("--inventory", help="Probe every vLLM host of this pyinfra inventory with its group data.")
-@click.option("--limit", multiple=True, help="With --inventory: only these hosts or groups (repeatable).")
-@click.option("--search", "search_mode", is_flag=True, help="Search the effective throughput (else one check "
-              "trial at probe_check_rps).")
-@click.option("--rate", type=float, help="Offered rate (requests/s) of the check, or where the search starts.")
-@click.option("--requests", type=click.IntRange(min=1), help="Measured requests per trial (no warm-up), "
-              "instead of probe_duration_s x rate.")
-@click.option("--duration", type=click.FloatRange(min=0, min_open=True), help="Measured seconds per trial "
-              "(probe_duration_s).")
-@click.option("--warmup", type=click.FloatRange(min=0), help="Warm-up seconds per trial (probe_warmup_s).")
-@click.option("--repeats", type=click.IntRange(min=1), help="Trials per rate in a search (probe_repeats).")
-@click.option("--fixed-lengths", help="IN,OUT: every request this many prompt and output tokens (a fixed "
-              "workload, e.g. to compare with vllm bench serve).")
-@click.option("--mix", "mix_file", type=click.Path(dir_okay=False), help="Request mix (JSON or YAML list of "
-              "classes, as probe_mix); default: group data's.")
-@click.option("--slo-p95-ms", type=click.FloatRange(min=0, min_open=True), help="P95 end-to-end SLO (ms).")
-@click.option("--arrivals", type=click.Choice(["poisson", "gamma"]), help="Arrival process.")
-@click.option("--burstiness", type=click.FloatRange(min=0, min_open=True), help="Gamma shape (with gamma).")
-@click.option("--tokenizer", type=click.Path(), help="tokenizer.json (or its folder) of the served model.")
-@click.option("--gpu-profile", help="URL mode: a gpu_profiles name, for the decode ceiling.")
-@click.option("--tensor-parallel", type=click.IntRange(min=1), default=1, show_default=True)
-@click.option("--model-dir", type=click.Path(file_okay=False), help="URL mode: the model folder (config.json, "
-              "weights), for the ceiling.")
-@click.option("--baseline", type=click.Path(dir_okay=False), help="Gate against this baseline file.")
-@click.option("--save-baseline", type=click.Path(dir_okay=False), help="Record this run as the baseline.")
-@click.option("--out-dir", default="reports/probe", show_default=True, help="Folder for report JSON and PNG.")
-@click.option("--no-stop-early", is_flag=True, help="Run every trial to its end even when the SLA is lost.")
-def probe_cmd(url, model, api_key_file, inventory, limit, search_mode, rate, requests, duration, warmup, repeats,
-              fixed_lengths, mix_file,
-              slo_p95_ms, arrivals, burstiness, tokenizer, gpu_profile, tensor_parallel, model_dir, baseline,
-              save_baseline, out_dir, no_stop_early) -> None:
+@_target_options
+@_trial_options
+@_search_options
+@_workload_options
+@_ceiling_options
+@_output_options
+def probe_cmd(targets: TargetOptions, trial: TrialOptions, search: SearchOptions, workload: WorkloadOptions,
+              ceiling: CeilingOptions, output: OutputOptions) -> None:
     """Measure what an endpoint really carries: latency of a realistic mix at an offered rate, or the
     effective throughput under the SLA (--search). Exit 0: the SLA (and baseline) held; 1: it did
     not; 2: the probe could not run (the message says why)."""
-    from pathlib import Path
+    _check_combinations(targets, trial, search, ceiling)
+    overrides = _config_overrides(trial, search, workload)
+    hosts = _probe_targets(targets, workload, ceiling, output, overrides)
+    reports = [_report(t, _run(t, trial, search), output) for t in hosts]
+    sys.exit(0 if all(rep.passed for rep in reports) else 1)
 
+
+def _check_combinations(targets: TargetOptions, trial: TrialOptions, search: SearchOptions,
+                        ceiling: CeilingOptions) -> None:
+    """Options that cannot go together (click's usage error, exit 2), before anything is read."""
+    if bool(targets.url) == bool(targets.inventory):
+        raise click.UsageError("give either a URL (with --model) or --inventory INV (fix: llmfleet probe "
+                               "http://host:8000 --model NAME, or llmfleet probe --inventory inventories/lab.py)")
+    if trial.requests and search.search:
+        raise click.UsageError(f"--requests {trial.requests} with --search: a search needs sustained load, which "
+                               "a fixed count is not at high rates (fix: --duration SECONDS, or leave --requests out)")
+    if targets.url:
+        if not targets.model:
+            raise click.UsageError(f"{targets.url}: --model is missing (fix: the served model name; GET "
+                                   f"{targets.url}/v1/models lists it)")
+        if targets.limit:
+            raise click.UsageError(f"--limit {','.join(targets.limit)} with a URL: --limit chooses hosts of an "
+                                   "inventory (fix: --inventory INV --limit HOST, or leave --limit out)")
+        return
+    from click.core import ParameterSource
+
+    source = click.get_current_context().get_parameter_source
+    given = {"--model": targets.model, "--api-key-file": targets.api_key_file, "--gpu-profile": ceiling.gpu_profile,
+             "--model-dir": ceiling.model_dir,
+             "--tensor-parallel": source("tensor_parallel") == ParameterSource.COMMANDLINE or None}
+    url_only = [name for name, value in given.items() if value is not None]
+    if url_only:
+        raise click.UsageError(f"{', '.join(url_only)} with --inventory: for a URL only; each inventory host's "
+                               f"come from its group data (fix: leave {', '.join(url_only)} out, or probe one URL)")
+
+
+def _config_overrides(trial: TrialOptions, search: SearchOptions, workload: WorkloadOptions) -> dict:
+    """The ProbeConfig fields the options set, over each host's (or group data's) own."""
+    from llmfleet.probe.config import load_mix
+
+    overrides = {k: v for k, v in {"slo_p95_e2e_ms": workload.slo_p95_ms, "arrivals": workload.arrivals,
+                                   "burstiness": workload.burstiness, "duration_s": trial.duration,
+                                   "warmup_s": trial.warmup, "repeats": search.repeats}.items() if v is not None}
+    if workload.arrivals == "gamma" and workload.burstiness is None:
+        overrides["burstiness"] = 1.0
+    if workload.mix:
+        overrides["mix"] = load_mix(workload.mix)
+    return overrides
+
+
+def _configured(config, overrides: dict):
+    """``config`` with ``overrides``, validated (ProbeError naming each setting that does not hold)."""
     from pydantic import ValidationError
 
-    from llmfleet.probe import fleet, report
-    from llmfleet.probe.config import ProbeConfig, ProbeError, describe, load_mix
-    from llmfleet.probe.run import run_probe
+    from llmfleet.probe.config import ProbeConfig, ProbeError, describe
 
-    if bool(url) == bool(inventory):
-        raise ProbeError("give either a URL (with --model) or --inventory INV (fix: llmfleet probe "
-                         "http://host:8000 --model NAME, or llmfleet probe --inventory inventories/lab.py)")
-    if requests and search_mode:
-        raise ProbeError(f"--requests {requests} with --search: a search needs sustained load, which a fixed "
-                         "count is not at high rates (fix: --duration SECONDS, or leave --requests out)")
+    try:
+        return ProbeConfig(**{**config.model_dump(), **overrides})
+    except ValidationError as exc:
+        raise ProbeError(describe(exc)) from None
+
+
+def _probe_targets(targets: TargetOptions, workload: WorkloadOptions, ceiling: CeilingOptions, output: OutputOptions,
+                   overrides: dict):
+    """What to measure: the URL with group data's probe settings, or every vLLM host of the inventory
+    with its own; the options' overrides on each."""
+    from llmfleet.probe import fleet
+
+    if targets.inventory:
+        hosts = fleet.targets(targets.inventory, list(targets.limit) or None)
+        for t in hosts:
+            t.config = _configured(t.config, overrides)
+            t.tokenizer = workload.tokenizer or t.tokenizer
+            t.baseline_file = output.baseline or t.baseline_file
+        return hosts
+    from llmfleet.gpu import GpuProfile
+
+    defaults = _group_data_defaults()
+    key = fleet.read_key_file(targets.api_key_file, "--api-key-file") if targets.api_key_file \
+        else fleet.key_from_environment()
+    profile = GpuProfile(**defaults["gpu_profiles"][ceiling.gpu_profile]) if ceiling.gpu_profile else None
+    config = _configured(fleet.from_settings(defaults), overrides)
+    return [fleet.Target(None, targets.url, targets.model, key, config, workload.tokenizer, ceiling.model_dir, None,
+                         profile, ceiling.tensor_parallel, output.baseline)]
+
+
+def _run(t, trial: TrialOptions, search: SearchOptions):
+    """One target's probe: a check trial, or the search."""
+    from llmfleet.probe import run
+
     fixed = None
-    if fixed_lengths:
-        try:
-            a, b = (int(x) for x in fixed_lengths.split(","))
-            assert a > 0 and b > 0
-        except (ValueError, AssertionError):
-            raise ProbeError(f"--fixed-lengths {fixed_lengths!r}: expected IN,OUT token counts, e.g. 128,64") from None
-        fixed = {"prompt_tokens": a, "output_tokens": b}
-    overrides = {k: v for k, v in {"slo_p95_e2e_ms": slo_p95_ms, "arrivals": arrivals, "burstiness": burstiness,
-                                   "duration_s": duration, "warmup_s": warmup, "repeats": repeats}.items()
-                 if v is not None}
-    if arrivals == "gamma" and burstiness is None:
-        overrides["burstiness"] = 1.0
-    if mix_file:
-        overrides["mix"] = load_mix(Path(mix_file))
+    if trial.fixed_lengths:
+        fixed = {"prompt_tokens": trial.fixed_lengths[0], "output_tokens": trial.fixed_lengths[1]}
+    return run.run_probe(t.url, t.model, t.api_key, t.config, search_mode=search.search, rate=trial.rate,
+                         requests=trial.requests, fixed=fixed, tokenizer=t.tokenizer, host=t.host,
+                         gpu_profile=t.gpu_profile, tensor_parallel=t.tensor_parallel, model_dir=t.model_dir,
+                         model_dtype=t.model_dtype, baseline_file=t.baseline_file,
+                         show_progress=sys.stderr.isatty(), stop_early=not trial.no_stop_early)
 
-    def adjust(config: ProbeConfig) -> ProbeConfig:
-        try:
-            return ProbeConfig(**{**config.model_dump(), **overrides})
-        except ValidationError as exc:
-            raise ProbeError(describe(exc)) from None
 
-    if url:
-        if not model:
-            raise ProbeError(f"{url}: --model is missing (fix: the served model name; GET {url}/v1/models lists it)")
-        key = fleet.read_key_file(api_key_file, "--api-key-file") if api_key_file else fleet.key_from_environment()
-        import runpy
+def _report(t, rep, output: OutputOptions):
+    """The report as JSON and a picture in the output folder, the table on the terminal, and the
+    baseline recorded when asked."""
+    from llmfleet.probe import report
 
-        from llmfleet.settings import Settings
-        defaults = {k: v for k, v in runpy.run_path(str(fleet.ROOT / "group_data" / "all.py")).items()
-                    if k in Settings.model_fields}
-        profile = None
-        if gpu_profile:
-            from llmfleet.gpu import GpuProfile
-            if gpu_profile not in defaults["gpu_profiles"]:
-                raise ProbeError(f"--gpu-profile {gpu_profile!r}: no such profile (fix: one of "
-                                 f"{', '.join(sorted(defaults['gpu_profiles']))})")
-            profile = GpuProfile(**defaults["gpu_profiles"][gpu_profile])
-        try:
-            config = adjust(fleet.from_settings(defaults))
-        except ValidationError as exc:
-            raise ProbeError(describe(exc)) from None
-        targets = [fleet.Target(None, url.rstrip("/"), model, key, config, Path(tokenizer) if tokenizer else None,
-                                Path(model_dir) if model_dir else None, None, profile, tensor_parallel,
-                                Path(baseline) if baseline else None)]
-    else:
-        targets = fleet.targets(inventory, list(limit) or None)
-        for t in targets:
-            t.config = adjust(t.config)
-            if tokenizer:
-                t.tokenizer = Path(tokenizer)
-            if baseline:
-                t.baseline_file = Path(baseline)
-    out = Path(out_dir)
-    failed = False
+    name = t.host or t.url.split("//", 1)[1].replace(":", "_").replace("/", "_")
     wide = Console(width=max(console.width, 130))
-    for t in targets:
-        name = t.host or t.url.split("//", 1)[1].replace(":", "_").replace("/", "_")
-        rep = run_probe(t.url, t.model, t.api_key, t.config, search_mode=search_mode, rate=rate, requests=requests,
-                        fixed=fixed, tokenizer=t.tokenizer, host=t.host, gpu_profile=t.gpu_profile,
-                        tensor_parallel=t.tensor_parallel, model_dir=t.model_dir, model_dtype=t.model_dtype,
-                        baseline_file=t.baseline_file, show_progress=sys.stderr.isatty(),
-                        stop_early=not no_stop_early)
-        out.mkdir(parents=True, exist_ok=True)
-        (out / f"{name}.json").write_text(rep.model_dump_json(indent=2) + "\n")
-        report.plot(rep, out / f"{name}.png")
-        for part in report.table(rep):
-            wide.print(part, highlight=False)
-        wide.print(f"report: {out / (name + '.json')}, picture: {out / (name + '.png')}", highlight=False)
-        if save_baseline:
-            report.save_baseline(rep, Path(save_baseline))
-            wide.print(f"baseline recorded: {save_baseline}")
-        failed |= not rep.passed
-    sys.exit(1 if failed else 0)
+    output.out_dir.mkdir(parents=True, exist_ok=True)
+    (output.out_dir / f"{name}.json").write_text(rep.model_dump_json(indent=2) + "\n")
+    report.plot(rep, output.out_dir / f"{name}.png")
+    for part in report.table(rep):
+        wide.print(part, highlight=False)
+    wide.print(f"report: {output.out_dir / (name + '.json')}, picture: {output.out_dir / (name + '.png')}",
+               highlight=False)
+    if output.save_baseline:
+        report.save_baseline(rep, output.save_baseline)
+        wide.print(f"baseline recorded: {output.save_baseline}")
+    return rep
 
 
 STATE_DIR_HELP = ("Where onboarding records each host (hardware fingerprint, progress); audits compare with it. "
