@@ -57,3 +57,15 @@ def nvidia_module(version_file="/sys/module/nvidia/version", banner_file="/proc/
     return {"version": version or (m.group(1) if m else None),
             "flavour": "open" if "Open Kernel Module" in banner else "proprietary",
             "banner": banner.splitlines()[0] if banner else None}
+
+
+def api_key(key_file):
+    """The API key in vLLM's key file (its VLLM_API_KEY= line), None when key_file is "-" (no key).
+    Read on the host, as root; the scripts never print it."""
+    key = None
+    if key_file != "-":
+        with open(key_file) as f:
+            for line in f:
+                if line.startswith("VLLM_API_KEY="):
+                    key = line.split("=", 1)[1].strip()
+    return key

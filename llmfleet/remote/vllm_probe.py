@@ -1,17 +1,16 @@
 """The served API as a client sees it, from the host itself (run as root: it reads the API key
 file). Arguments: port, served model name, key file or "-". Prints JSON; never the key."""
 
+# api_key() comes from _helpers.py, which llmfleet.remote.python_script puts in front
+# ruff: noqa: F821
+
 import json
 import sys
 import urllib.error
 import urllib.request
 
 port, name, key_file = sys.argv[1], sys.argv[2], sys.argv[3]
-key = None
-if key_file != "-":
-    for line in open(key_file):
-        if line.startswith("VLLM_API_KEY="):
-            key = line.split("=", 1)[1].strip()
+key = api_key(key_file)
 base = f"http://127.0.0.1:{port}"
 
 

@@ -5,6 +5,9 @@ NRestarts of vllm.service when it was (re)started, and the API key file (or "-")
 Prints one JSON object: {"ok": bool, "seconds": float, "why": str}. Never prints the key.
 """
 
+# api_key() comes from _helpers.py, which llmfleet.remote.python_script puts in front
+# ruff: noqa: F821
+
 import json
 import re
 import subprocess
@@ -15,11 +18,7 @@ import urllib.request
 
 port, name, timeout_s, restarts0, key_file = sys.argv[1], sys.argv[2], float(sys.argv[3]), int(sys.argv[4]), \
     sys.argv[5]
-key = None
-if key_file != "-":
-    for line in open(key_file):
-        if line.startswith("VLLM_API_KEY="):
-            key = line.split("=", 1)[1].strip()
+key = api_key(key_file)
 base = f"http://127.0.0.1:{port}"
 start = time.monotonic()
 

@@ -114,9 +114,32 @@ def test_the_module_reader_reads_version_and_flavour(tmp_path, version, banner, 
     assert helpers()["nvidia_module"](str(version_file), str(banner_file)) == expected
 
 
-def test_the_gpu_and_module_readers_exist_once():
-    """The deploy's facts and the verify suite read the PCI GPUs and the module flavour with the
-    helpers, not with a copy of their own."""
+def test_the_gpu_module_and_key_readers_exist_once():
+    """The deploy's scripts and the verify suite's read the PCI GPUs, the module flavour and the
+    API key file with the helpers, not with a copy of their own."""
     sources = {p.name: p.read_text() for p in FOLDER.glob("*.py")}
-    for marker in ("glob.glob(devices", "Open Kernel Module", "0x10de", "/proc/driver/nvidia/version"):
+    for marker in ("glob.glob(devices", "Open Kernel Module", "0x10de", "/proc/driver/nvidia/version",
+                   "VLLM_API_KEY="):
         assert [n for n, text in sources.items() if marker in text] == ["_helpers.py"], marker
+
+
+def test_the_key_reader_reads_the_key_line_and_minus_means_no_key(tmp_path):
+    key_file = tmp_path / "api-key.env"
+    key_file.write_text("# vLLM's API key\nVLLM_API_KEY=s3cret-abc\n")
+    assert helpers()["api_key"](str(key_file)) == "s3cret-abc"
+    assert helpers()["api_key"]("-") is None
+
+
+def test_the_api_probe_uses_the_key_and_never_prints_it(tmp_path):
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on: every call is refused
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    key_file = tmp_path / "api-key.env"
+    key_file.write_text("VLLM_API_KEY=s3cret-abc\n")
+    proc = subprocess.run(["sh", "-c", python_script("vllm_probe", str(port), "tiny", str(key_file))],
+                          capture_output=True, text=True, timeout=60)
+    assert "s3cret-abc" not in proc.stdout + proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["key_set"] is True and out["health"] is None
