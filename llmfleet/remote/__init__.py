@@ -6,9 +6,11 @@ deploy's facts and operations (pyinfra), the audit and onboarding, and the verif
 The scripts need only the host's Python standard library (those run with the vLLM environment's
 python may import what it has: torch, nvidia-ml-py, vllm), and each prints one JSON object.
 
-`_helpers.py` is put in front of every script: the helpers they share, and the readers of host
-state that more than one script needs (the NVIDIA GPUs on the PCI bus, the loaded NVIDIA kernel
-module), so that the deploy and the verify suite read those facts the same way.
+`_helpers.py` holds what the scripts share: small helpers, and the readers of host state that
+more than one script needs (the NVIDIA GPUs on the PCI bus, the loaded NVIDIA kernel module, the
+API key file), so that the deploy and the verify suite read those facts the same way. A script
+imports it as any module (`from _helpers import rd`); `python_script` sends it along, and from
+this folder a script also runs as it is (`python3 llmfleet/remote/pci_gpus.py`).
 """
 
 from __future__ import annotations
@@ -27,14 +29,19 @@ def script_names() -> list[str]:
 
 
 def python_script(name: str, *args: str, python: str = "python3") -> str:
-    """A shell command that runs llmfleet/remote/<name>.py (after `_helpers.py`) on a host with the
+    """A shell command that runs llmfleet/remote/<name>.py (with `_helpers.py`) on a host with the
     interpreter `python` (python3, or e.g. the vLLM environment's `<venv>/bin/python3`) and the
     arguments `args`, quoted for the shell; the script's source goes in on standard input, so
     nothing is copied to the host first."""
     path = FOLDER / f"{name}.py"
     if name.startswith("_") or not path.is_file():
         raise ValueError(f"no host script {name!r} in {FOLDER} (there are: {', '.join(script_names())})")
-    source = (FOLDER / f"{HELPERS}.py").read_text() + "\n" + path.read_text()
+    # the helpers become the module _helpers before the script runs (one stream: standard input)
+    helpers = (FOLDER / f"{HELPERS}.py").read_text()
+    prelude = (f"import sys, types; sys.modules[{HELPERS!r}] = types.ModuleType({HELPERS!r}); "
+               f"exec(compile({helpers!r}, {HELPERS + '.py'!r}, 'exec'), sys.modules[{HELPERS!r}].__dict__); "
+               "del sys, types\n")
+    source = prelude + path.read_text()
     if not source.endswith("\n"):
         source += "\n"
     if any(line == _END for line in source.splitlines()):

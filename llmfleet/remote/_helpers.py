@@ -1,6 +1,6 @@
-"""Put in front of every llmfleet/remote/<name>.py by llmfleet.remote.python_script: the helpers
-the host-side scripts share, and the readers of host state more than one of them needs (standard
-library only; any python3 a host has)."""
+"""What the host scripts of llmfleet/remote/ share (`from _helpers import ...`; python_script sends
+it along with every script): small helpers, and the readers of host state more than one script
+needs. Standard library only, for any python3 a host has."""
 
 import glob
 import os

@@ -5,13 +5,12 @@ torch). Every section records its own error instead of failing the whole read.
 Read-only: it sets nothing on any GPU.
 """
 
-# nvidia_module() comes from _helpers.py, which llmfleet.remote.python_script puts in front
-# ruff: noqa: F821
-
 import json
 import shutil
 import subprocess
 import sys
+
+from _helpers import nvidia_module  # llmfleet/remote/_helpers.py, sent along by python_script
 
 
 def nvml_state():

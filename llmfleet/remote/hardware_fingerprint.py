@@ -1,13 +1,12 @@
 """Run on a host by llmfleet.facts.HardwareFingerprint (python3, standard library only): the parts
 of the machine a swap or a degradation would change, as one JSON object."""
 
-# sh(), rd() and pci_gpus() come from _helpers.py, which llmfleet.remote.python_script puts in front
-# ruff: noqa: F821
-
 import glob
 import json
 import os
 import shutil
+
+from _helpers import pci_gpus, rd, sh  # llmfleet/remote/_helpers.py, sent along by python_script
 
 cpu_model = None
 for line in open("/proc/cpuinfo"):

@@ -1,13 +1,11 @@
 """Run on a host by llmfleet.facts.NvidiaHost (python3, standard library only): prints one JSON object."""
 
-# sh(), rd(), pci_gpus() and nvidia_module() come from _helpers.py, which llmfleet.remote.python_script
-# puts in front
-# ruff: noqa: F821
-
 import json
 import os
 import re
 import shutil
+
+from _helpers import nvidia_module, pci_gpus, sh  # llmfleet/remote/_helpers.py, sent along by python_script
 
 osr = dict(line.rstrip().split("=", 1) for line in open("/etc/os-release") if "=" in line)
 gpus = [{"slot": g["slot"], "device": g["device"]} for g in pci_gpus()]

@@ -2,10 +2,9 @@
 the running kernel (what modprobe would load at the next boot), as one JSON object:
 {"loaded": {"version", "flavour", "banner"} | None, "installed": {"version", "license"} | None}."""
 
-# sh() and nvidia_module() come from _helpers.py, which llmfleet.remote.python_script puts in front
-# ruff: noqa: F821
-
 import json
+
+from _helpers import nvidia_module, sh  # llmfleet/remote/_helpers.py, sent along by python_script
 
 
 def modinfo(field):

@@ -1,8 +1,7 @@
 """Run on a host by the verify suite: the NVIDIA GPUs on the PCI bus (their slots), as JSON."""
 
-# pci_gpus() comes from _helpers.py, which llmfleet.remote.python_script puts in front
-# ruff: noqa: F821
-
 import json
+
+from _helpers import pci_gpus  # llmfleet/remote/_helpers.py, sent along by python_script
 
 print(json.dumps([g["slot"] for g in pci_gpus()]))

@@ -2,13 +2,12 @@
 kernel, CPUs, sockets and NUMA nodes, and every PCI device (slot, class, vendor, device), as one
 JSON object."""
 
-# rd() and pci_devices() come from _helpers.py, which llmfleet.remote.python_script puts in front
-# ruff: noqa: F821
-
 import glob
 import json
 import os
 import platform
+
+from _helpers import pci_devices, rd  # llmfleet/remote/_helpers.py, sent along by python_script
 
 osr = dict(line.rstrip().split("=", 1) for line in open("/etc/os-release") if "=" in line)
 sockets = {rd(p) for p in glob.glob("/sys/devices/system/cpu/cpu[0-9]*/topology/physical_package_id")}

@@ -1,13 +1,12 @@
 """The served API as a client sees it, from the host itself (run as root: it reads the API key
 file). Arguments: port, served model name, key file or "-". Prints JSON; never the key."""
 
-# api_key() comes from _helpers.py, which llmfleet.remote.python_script puts in front
-# ruff: noqa: F821
-
 import json
 import sys
 import urllib.error
 import urllib.request
+
+from _helpers import api_key  # llmfleet/remote/_helpers.py, sent along by python_script
 
 port, name, key_file = sys.argv[1], sys.argv[2], sys.argv[3]
 key = api_key(key_file)
@@ -28,7 +27,7 @@ def call(path, body=None, auth=True):
         return None, f"{type(exc).__name__}: {exc}"
 
 
-out = {"key_set": key is not None}
+out: dict = {"key_set": key is not None}
 out["health"] = call("/health")[0]
 status, body = call("/v1/models")
 out["models"] = [m["id"] for m in json.loads(body)["data"]] if status == 200 else f"HTTP {status}: {body}"

@@ -5,9 +5,6 @@ NRestarts of vllm.service when it was (re)started, and the API key file (or "-")
 Prints one JSON object: {"ok": bool, "seconds": float, "why": str}. Never prints the key.
 """
 
-# api_key() comes from _helpers.py, which llmfleet.remote.python_script puts in front
-# ruff: noqa: F821
-
 import json
 import re
 import subprocess
@@ -15,6 +12,8 @@ import sys
 import time
 import urllib.error
 import urllib.request
+
+from _helpers import api_key  # llmfleet/remote/_helpers.py, sent along by python_script
 
 port, name, timeout_s, restarts0, key_file = sys.argv[1], sys.argv[2], float(sys.argv[3]), int(sys.argv[4]), \
     sys.argv[5]

@@ -1,7 +1,8 @@
 """The one way llmfleet runs code on a host (llmfleet.remote.python_script), tried with this
 machine's shell: a script run through the command prints what it read, with its arguments
-verbatim and the interpreter it was given; every script in the folder compiles as a host gets it;
-and the shared readers of host state (PCI GPUs, the loaded NVIDIA module) read a made-up sysfs."""
+verbatim and the interpreter it was given; every script in the folder compiles as a host gets it
+and finds what it imports from _helpers; and the shared readers of host state (PCI GPUs, the
+loaded NVIDIA module, the API key file) read made-up files."""
 
 from __future__ import annotations
 
@@ -54,6 +55,23 @@ def test_every_host_script_compiles_as_a_host_gets_it(tmp_path):
         program.write_text(heredoc_body(python_script(name)))
         proc = subprocess.run([sys.executable, "-m", "py_compile", str(program)], capture_output=True, text=True)
         assert proc.returncode == 0, f"{name}: {proc.stderr}"
+
+
+def test_every_name_a_script_takes_from_the_helpers_is_there():
+    import ast
+
+    defined = set(helpers())
+    for name in script_names():
+        tree = ast.parse((FOLDER / f"{name}.py").read_text())
+        taken = {a.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module == "_helpers"
+                 for a in node.names}
+        assert taken <= defined, f"{name}: {sorted(taken - defined)} not in _helpers.py"
+
+
+def test_a_script_also_runs_as_it_is_from_the_folder():
+    proc = subprocess.run([sys.executable, str(FOLDER / "pci_gpus.py")], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == run(python_script("pci_gpus"))
 
 
 def test_every_script_the_code_runs_is_in_the_folder():
