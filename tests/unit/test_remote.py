@@ -89,6 +89,16 @@ def test_an_unknown_script_is_refused_with_the_names_there():
         python_script("_helpers")
 
 
+def test_a_script_with_the_end_marker_line_is_refused(tmp_path, monkeypatch):
+    import llmfleet.remote as remote
+
+    (tmp_path / "_helpers.py").write_text((FOLDER / "_helpers.py").read_text())
+    (tmp_path / "cut.py").write_text('TEXT = """\nLLMFLEET_EOF\n"""\n')
+    monkeypatch.setattr(remote, "FOLDER", tmp_path)
+    with pytest.raises(ValueError, match="host script 'cut' has a line 'LLMFLEET_EOF'"):
+        remote.python_script("cut")
+
+
 def helpers() -> dict:
     namespace: dict = {}
     exec(compile((FOLDER / "_helpers.py").read_text(), "_helpers.py", "exec"), namespace)
