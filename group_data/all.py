@@ -239,7 +239,7 @@ gpu_profiles["h200_141gb_x2"] = gpu_profiles["h200_141gb_x1"] | {
     "gpu_numa_nodes": [0, 0],
     "p2p": "all_pairs",
     "allreduce_min_busbw_gbs": {64: 210.0, 256: 240.0, 1024: 260.0},
-    "source": "NVML, nvidia-smi topo -m and verify/remote/gpu_allreduce.py on the lent 2 x H200, 2026-11-29",
+    "source": "NVML, nvidia-smi topo -m and llmfleet/remote/gpu_allreduce.py on the lent 2 x H200, 2026-11-29",
 }
 # Four H200s as the `device` tool lends them (nvidia-h200-x4), measured there on 2026-11-29 in
 # the same way: every pair NV18 (NVSwitch), NUMA Affinity 0, peer access every way (64 MiB
@@ -250,10 +250,10 @@ gpu_profiles["h200_141gb_x4"] = gpu_profiles["h200_141gb_x2"] | {
     "nvlink_pairs": {"0-1": 18, "0-2": 18, "0-3": 18, "1-2": 18, "1-3": 18, "2-3": 18},
     "gpu_numa_nodes": [0, 0, 0, 0],
     "allreduce_min_busbw_gbs": {64: 240.0, 256: 270.0, 1024: 280.0},
-    "source": "NVML, nvidia-smi topo -m and verify/remote/gpu_allreduce.py on the lent 4 x H200, 2026-11-29",
+    "source": "NVML, nvidia-smi topo -m and llmfleet/remote/gpu_allreduce.py on the lent 4 x H200, 2026-11-29",
 }
 
-# The all-reduce of the interconnect check (verify/remote/gpu_allreduce.py): one process per GPU,
+# The all-reduce of the interconnect check (llmfleet/remote/gpu_allreduce.py): one process per GPU,
 # PyTorch distributed over NCCL, at each size (MiB) WARMUP then ITERS operations timed; the run is
 # stopped after TIMEOUT seconds. The largest size is allocated on every GPU once (plus a quarter
 # of it for the check): on a host already serving, that much must be free.

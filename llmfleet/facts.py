@@ -1,5 +1,8 @@
 """pyinfra facts llmfleet's operations decide on (each one remote command, read before changes).
 
+The facts that need more than a shell line run a host script of llmfleet/remote/ through
+`llmfleet.remote.python_script`.
+
 Preflight facts (`Preflight`) are also what onboarding and audits record about a host:
 
     pyinfra inventories/lab.py fact llmfleet.facts.Preflight
@@ -9,19 +12,10 @@ from __future__ import annotations
 
 import json
 import shlex
-from pathlib import Path
 
 from pyinfra.api import FactBase
 
-REMOTE = Path(__file__).parent / "remote"
-
-
-def python_script(name: str, *args: str) -> str:
-    """A shell command that runs llmfleet/remote/<name>.py, after the shared _helpers.py, with the
-    host's python3 (and args)."""
-    quoted = "".join(" " + shlex.quote(a) for a in args)
-    source = (REMOTE / "_helpers.py").read_text() + (REMOTE / (name + ".py")).read_text()
-    return f"python3 - {quoted} <<'LLMFLEET_EOF'\n{source}LLMFLEET_EOF"
+from llmfleet.remote import python_script
 
 
 class IsContainer(FactBase[bool]):
@@ -69,23 +63,7 @@ class Preflight(FactBase[dict]):
     """OS and version, kernel, CPU sockets and NUMA nodes, PCI devices (class, vendor, device)."""
 
     def command(self) -> str:
-        return (
-            "python3 - <<'EOF'\n"
-            "import glob, json, os, platform\n"
-            "osr = dict(l.rstrip().split('=', 1) for l in open('/etc/os-release') if '=' in l)\n"
-            "sockets = {open(p).read().strip() for p in "
-            "glob.glob('/sys/devices/system/cpu/cpu[0-9]*/topology/physical_package_id')}\n"
-            "pci = []\n"
-            "for d in sorted(glob.glob('/sys/bus/pci/devices/*')):\n"
-            "    rd = lambda n: open(os.path.join(d, n)).read().strip()\n"
-            "    pci.append({'slot': os.path.basename(d), 'class': rd('class'), 'vendor': rd('vendor'),"
-            " 'device': rd('device')})\n"
-            "print(json.dumps({'os': osr.get('ID', '').strip('\"'),"
-            " 'os_version': osr.get('VERSION_ID', '').strip('\"'), 'kernel': platform.release(),"
-            " 'cpus': os.cpu_count(), 'sockets': len(sockets),"
-            " 'numa_nodes': len(glob.glob('/sys/devices/system/node/node[0-9]*')), 'pci': pci}))\n"
-            "EOF"
-        )
+        return python_script("preflight")
 
     def process(self, output) -> dict:
         return json.loads("\n".join(output))
@@ -97,7 +75,7 @@ class NvidiaHost(FactBase[dict]):
     and (where nvidia-smi answers) each GPU's application clocks and the supported clock pairs.
 
     {"os": "ubuntu", "os_version": "22.04", "kernel": "...", "pci_gpus": [{"slot", "device"}],
-     "module": {"version": "580.95.05", "flavour": "proprietary"} | None,
+     "module": {"version": "580.95.05", "flavour": "proprietary", "banner": "NVRM version: ..."} | None,
      "packages": {name: version}, "held": [names], "dkms": [lines for the running kernel],
      "smi": [{"index", "app_memory", "app_graphics", "persistence"}], "supported_clocks": [[mem, gfx]]}
     """

@@ -128,9 +128,8 @@ def model_synced(settings: Settings) -> None:
 # ------------------------------------------------------------------------------------------------
 def _check_flags(state, host, settings: Settings) -> bool:
     python = f"{vllm.env_dir(settings)}/bin/python3"
-    ok, out = _run(host, f"cd / && {shlex.quote(python)} - {shlex.quote(json.dumps(vllm.server_args(settings)))} "
-                         f"<<'LLMFLEET_EOF' 2>/dev/null\n"
-                         f"{(Path(vllm.__file__).parent / 'remote' / 'vllm_flags.py').read_text()}LLMFLEET_EOF")
+    check = python_script("vllm_flags", json.dumps(vllm.server_args(settings)), python=python)
+    ok, out = _run(host, f"cd / && {{ {check}\n}} 2>/dev/null")  # stderr: import warnings after the JSON line
     try:
         report = json.loads(out.splitlines()[-1])
     except (ValueError, IndexError):

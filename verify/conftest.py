@@ -4,24 +4,22 @@ Expected values come from the same group data the deploy used: the inventory's r
 (llmfleet/inventory.py: `pyinfra INV debug-inventory --json`, read once per run), validated by
 llmfleet's settings schema.
 Every check gathers a host's state in one remote command and asserts on it, and every failure
-names the host, the setting, the expected and the actual value.
+names the host, the setting, the expected and the actual value (the helpers: verify/helpers.py).
 """
 
 from __future__ import annotations
 
-import json
 import os
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from llmfleet.errors import InventoryError
+from llmfleet.inventory import read as read_inventory
+from llmfleet.settings import Settings, SettingsError, validate
+from verify.helpers import run_remote
 
-from llmfleet.errors import InventoryError  # noqa: E402
-from llmfleet.inventory import read as read_inventory  # noqa: E402
-from llmfleet.settings import Settings, SettingsError, validate  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def pytest_addoption(parser):
@@ -64,22 +62,6 @@ def settings(host_name, host_data) -> Settings:
         pytest.fail(str(exc))
 
 
-def run_remote(host, script: str, *args: str, python: str = "python3"):
-    """Run verify/remote/<script>.py on the host with args, in one round trip; return its JSON."""
-    source = (Path(__file__).parent / "remote" / f"{script}.py").read_text()
-    return json.loads(host.check_output("%s -c %s" + " %s" * len(args), python, source, *args))
-
-
-def read_files(host, *paths: str) -> dict[str, str | None]:
-    """Contents of several files on the host in one round trip (None for a missing file)."""
-    return run_remote(host, "read_files", *paths)
-
-
-def expect(host_name: str, setting: str, expected, actual) -> None:
-    """Assert with a message that names host, setting, expected and actual."""
-    assert actual == expected, f"{host_name}: {setting}: expected {expected!r}, actual {actual!r}"
-
-
 @pytest.fixture(scope="module")
 def is_container(host) -> bool:
     """A container host shares the kernel of the machine it runs on: kernel-level settings
@@ -87,16 +69,6 @@ def is_container(host) -> bool:
     report a skip with that reason there, never a pass."""
     out = host.run("systemd-detect-virt --container").stdout.strip()
     return out not in ("", "none")
-
-
-CONTAINER_SKIP = "container host: shares the machine's kernel, so {what} is the VM/bare-metal host's to prove"
-
-
-def expect_each(host_name: str, setting: str, expected, actual_by_gpu: dict[int, object]) -> None:
-    """Assert one value on every GPU; the message lists each GPU that differs, with expected and actual."""
-    wrong = [f"{host_name} GPU {i}: {setting}: expected {expected!r}, actual {actual!r}"
-             for i, actual in sorted(actual_by_gpu.items()) if actual != expected]
-    assert not wrong, "\n".join(wrong)
 
 
 @pytest.fixture(scope="module")

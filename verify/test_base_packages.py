@@ -1,6 +1,6 @@
 """base_packages: every package group data lists is installed."""
 
-from conftest import expect
+from verify.helpers import expect
 
 
 def test_base_packages_installed(host, host_name, settings):

@@ -1,6 +1,6 @@
 """chrony: running, using the configured servers, synchronised within the offset limit."""
 
-from conftest import expect, read_files
+from verify.helpers import expect, read_files
 
 
 def test_chrony_synchronised(host, host_name, settings):

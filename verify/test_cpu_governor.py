@@ -1,7 +1,8 @@
 """cpu_governor: every CPU runs the governor group data names (where the host exposes cpufreq)."""
 
 import pytest
-from conftest import expect
+
+from verify.helpers import expect
 
 
 def test_cpu_governor(host, host_name, settings):

@@ -1,8 +1,7 @@
 """gpu_clocks: every GPU runs the configured application clocks (memory, graphics)."""
 
-from conftest import expect_each
-
 from llmfleet.gpu import app_clocks
+from verify.helpers import expect_each
 
 
 def test_application_clocks(host_name, settings, gpu_profile, gpu_state):

@@ -2,9 +2,8 @@
 that catch a card in an x8 slot, NVLink down, ECC trouble, Xid errors, and a PyTorch without
 kernels for the GPU. Each failure names host, GPU index, expected and actual."""
 
-from conftest import expect, expect_each, read_files, run_remote
-
 from llmfleet.gpu import profile_of
+from verify.helpers import expect, expect_each, read_files, run_remote
 
 
 def _gpus(gpu_state) -> list[dict]:

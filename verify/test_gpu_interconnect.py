@@ -13,9 +13,9 @@ all-reduce in another.
 """
 
 import pytest
-from conftest import run_remote
 
 from llmfleet import interconnect
+from verify.helpers import run_remote
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.interconnect]
 

@@ -1,13 +1,10 @@
 """kernel_cmdline: the running kernel command line carries the parameters group data lists."""
 
 import pytest
-from conftest import CONTAINER_SKIP, expect, read_files
+
+from verify.helpers import CONTAINER_SKIP, cmdline_tokens, expect, read_files
 
 GRUB_DROPIN = "/etc/default/grub.d/90-llmfleet.cfg"
-
-
-def tokens(params: dict) -> list[str]:
-    return [name if value is None else f"{name}={value}" for name, value in sorted(params.items())]
 
 
 def test_running_cmdline_has_parameters(host, host_name, settings, is_container):
@@ -15,7 +12,7 @@ def test_running_cmdline_has_parameters(host, host_name, settings, is_container)
         pytest.skip(CONTAINER_SKIP.format(what="the kernel command line"))
     files = read_files(host, "/proc/cmdline", GRUB_DROPIN)
     running = (files["/proc/cmdline"] or "").split()
-    want = tokens(settings.kernel_cmdline)
+    want = cmdline_tokens(settings.kernel_cmdline)
     expect(host_name, "kernel_cmdline (running, /proc/cmdline)", want, [t for t in want if t in running])
     dropin = next((ln for ln in (files[GRUB_DROPIN] or "").splitlines() if ln.startswith("GRUB_CMDLINE_LINUX=")), "")
     deployed = dropin.split("=", 1)[1].strip('"').replace("$GRUB_CMDLINE_LINUX", "").split() if dropin else []

@@ -1,6 +1,6 @@
 """limits: the service account's limits for logins and the default limits of systemd services."""
 
-from conftest import expect, read_files
+from verify.helpers import expect, read_files
 
 LIMITS_FILE = "/etc/security/limits.d/90-llmfleet.conf"
 

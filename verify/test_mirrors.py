@@ -1,6 +1,6 @@
 """mirrors: apt and pip on the host use the mirrors group data names, and those answer."""
 
-from conftest import expect, read_files, run_remote
+from verify.helpers import expect, read_files, run_remote
 
 APT_PROXY_FILE = "/etc/apt/apt.conf.d/01llmfleet-proxy"
 PIP_CONF = "/etc/pip.conf"

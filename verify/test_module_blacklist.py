@@ -1,7 +1,8 @@
 """module_blacklist: blacklisted modules are blacklisted (also against explicit loads) and not loaded."""
 
 import pytest
-from conftest import CONTAINER_SKIP, expect, read_files
+
+from verify.helpers import CONTAINER_SKIP, expect, read_files
 
 BLACKLIST = "/etc/modprobe.d/90-llmfleet-blacklist.conf"
 

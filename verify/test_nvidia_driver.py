@@ -1,7 +1,7 @@
 """nvidia_driver: the loaded kernel module is the pinned driver, in the configured flavour, and
 the userspace driver (NVML) is the same version."""
 
-from conftest import expect
+from verify.helpers import expect
 
 
 def test_module_is_the_pinned_driver(host_name, settings, gpu_profile, gpu_state):

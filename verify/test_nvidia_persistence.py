@@ -1,6 +1,6 @@
 """nvidia_persistence: every GPU has persistence mode on."""
 
-from conftest import expect_each
+from verify.helpers import expect_each
 
 
 def test_persistence_mode_on(host_name, gpu_profile, gpu_state):

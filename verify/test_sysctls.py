@@ -1,9 +1,8 @@
 """sysctls: persisted in the drop-in, and in force where the host's kernel is its own to set."""
 
-import json
-
 import pytest
-from conftest import expect, read_files
+
+from verify.helpers import expect, read_files, run_remote
 
 DROPIN = "/etc/sysctl.d/90-llmfleet.conf"
 
@@ -22,9 +21,7 @@ def test_sysctls_persisted(host, host_name, settings):
 
 def test_sysctls_in_force(host, host_name, settings):
     paths = [proc_path(k) for k in settings.sysctls]
-    script = ("import json,os,sys\nprint(json.dumps({p: [open(p).read().strip() if os.path.exists(p) else None,"
-              " os.access(p, os.W_OK)] for p in sys.argv[1:]}))")
-    state = json.loads(host.check_output("python3 -c %s" + " %s" * len(paths), script, *paths))
+    state = run_remote(host, "proc_values", *paths)
     wrong, not_settable = {}, []
     for name, value in settings.sysctls.items():
         current, writable = state[proc_path(name)]

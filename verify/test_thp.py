@@ -3,7 +3,8 @@
 import re
 
 import pytest
-from conftest import CONTAINER_SKIP, expect, read_files
+
+from verify.helpers import CONTAINER_SKIP, expect, read_files
 
 ENABLED = "/sys/kernel/mm/transparent_hugepage/enabled"
 DEFRAG = "/sys/kernel/mm/transparent_hugepage/defrag"

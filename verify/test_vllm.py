@@ -3,9 +3,9 @@ arguments are the rendered ones, /health, /v1/models, /metrics (the names the al
 a completion returns tokens, and with an API key /v1 refuses requests without it."""
 
 import pytest
-from conftest import expect, run_remote
 
 from llmfleet import compat, monitoring, vllm
+from verify.helpers import expect, run_remote
 
 
 @pytest.fixture(scope="module")

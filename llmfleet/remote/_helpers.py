@@ -1,6 +1,10 @@
-"""Put in front of every llmfleet/remote/<name>.py by llmfleet.facts.python_script: the helpers
-the host-side scripts share (standard library only)."""
+"""What the host scripts of llmfleet/remote/ share (`from _helpers import ...`; python_script sends
+it along with every script): small helpers, and the readers of host state more than one script
+needs. Standard library only, for any python3 a host has."""
 
+import glob
+import os
+import re
 import subprocess
 
 
@@ -16,8 +20,52 @@ def sh(args):
 def rd(path):
     """A file's stripped content, or None when it cannot be read."""
     try:
-        return open(path).read().strip()
+        with open(path) as f:
+            return f.read().strip()
     except OSError:
         return None
 
 
+# PCI vendor 0x10de is NVIDIA; classes 0x0300 (VGA) and 0x0302 (3D controller: datacenter GPUs).
+# Source: the PCI ID repository (https://pci-ids.ucw.cz/read/PC/03, .../read/PD/10de).
+NVIDIA_VENDOR = "0x10de"
+GPU_CLASSES = ("0x0300", "0x0302")
+
+
+def pci_devices(devices="/sys/bus/pci/devices"):
+    """Every PCI device (sysfs, as `lspci -n` lists them): [{"slot", "class", "vendor", "device"}], in slot order."""
+    return [{"slot": os.path.basename(d), "class": rd(d + "/class"), "vendor": rd(d + "/vendor"),
+             "device": rd(d + "/device")} for d in sorted(glob.glob(devices + "/*"))]
+
+
+def pci_gpus(devices="/sys/bus/pci/devices"):
+    """The NVIDIA GPUs on the PCI bus, whether or not a driver sees them (as `lspci -d 10de:` shows
+    them): [{"slot", "device", "max_link_width"}], in slot order."""
+    return [{"slot": p["slot"], "device": p["device"], "max_link_width": rd(f"{devices}/{p['slot']}/max_link_width")}
+            for p in pci_devices(devices)
+            if p["vendor"] == NVIDIA_VENDOR and (p["class"] or "").startswith(GPU_CLASSES)]
+
+
+def nvidia_module(version_file="/sys/module/nvidia/version", banner_file="/proc/driver/nvidia/version"):
+    """The loaded NVIDIA kernel module: {"version", "flavour": "open" | "proprietary", "banner": the
+    driver's first line}, or None when none is loaded. The open modules say "Open Kernel Module" in
+    /proc/driver/nvidia/version ("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.95.05 ...")."""
+    version, banner = rd(version_file), rd(banner_file) or ""
+    if not (version or banner):
+        return None
+    m = re.search(r"Kernel Module(?: for \S+)?\s+([0-9.]+)", banner)
+    return {"version": version or (m.group(1) if m else None),
+            "flavour": "open" if "Open Kernel Module" in banner else "proprietary",
+            "banner": banner.splitlines()[0] if banner else None}
+
+
+def api_key(key_file):
+    """The API key in vLLM's key file (its VLLM_API_KEY= line), None when key_file is "-" (no key).
+    Read on the host, as root; the scripts never print it."""
+    key = None
+    if key_file != "-":
+        with open(key_file) as f:
+            for line in f:
+                if line.startswith("VLLM_API_KEY="):
+                    key = line.split("=", 1)[1].strip()
+    return key

@@ -1,13 +1,12 @@
 """Run on a host by llmfleet.facts.HardwareFingerprint (python3, standard library only): the parts
 of the machine a swap or a degradation would change, as one JSON object."""
 
-# sh() and rd() come from _helpers.py, which llmfleet.facts.python_script puts in front
-# ruff: noqa: F821
-
 import glob
 import json
 import os
 import shutil
+
+from _helpers import pci_gpus, rd, sh  # llmfleet/remote/_helpers.py, sent along by python_script
 
 cpu_model = None
 for line in open("/proc/cpuinfo"):
@@ -37,11 +36,9 @@ if shutil.which("nvidia-smi"):
             if parts and parts[0].startswith("GPU") and parts[0][3:].isdigit():
                 nvlink[parts[0]] = {c: parts[1 + i] for i, c in enumerate(cols) if 1 + i < len(parts)}
 else:
-    # no driver: the GPUs the PCI bus shows (vendor 0x10de, display classes)
-    for d in sorted(glob.glob("/sys/bus/pci/devices/*")):
-        if rd(d + "/vendor") == "0x10de" and (rd(d + "/class") or "").startswith(("0x0300", "0x0302")):
-            gpus.append({"pci.bus_id": os.path.basename(d), "device": rd(d + "/device"),
-                         "pcie.link.width.max": rd(d + "/max_link_width")})
+    # no driver: the NVIDIA GPUs the PCI bus shows
+    gpus = [{"pci.bus_id": g["slot"], "device": g["device"], "pcie.link.width.max": g["max_link_width"]}
+            for g in pci_gpus()]
 
 disks = []
 for d in sorted(glob.glob("/sys/block/*")):

@@ -1,28 +1,15 @@
 """Run on a host by llmfleet.facts.NvidiaHost (python3, standard library only): prints one JSON object."""
 
-# sh() and rd() come from _helpers.py, which llmfleet.facts.python_script puts in front
-# ruff: noqa: F821
-
-import glob
 import json
 import os
 import re
 import shutil
 
-osr = dict(line.rstrip().split("=", 1) for line in open("/etc/os-release") if "=" in line)
-gpus = []
-for d in sorted(glob.glob("/sys/bus/pci/devices/*")):
-    # class 0x0300 (VGA) or 0x0302 (3D controller: datacenter GPUs)
-    if rd(d + "/vendor") == "0x10de" and (rd(d + "/class") or "").startswith(("0x0300", "0x0302")):
-        gpus.append({"slot": os.path.basename(d), "device": rd(d + "/device")})
+from _helpers import nvidia_module, pci_gpus, sh  # llmfleet/remote/_helpers.py, sent along by python_script
 
-module = None
-version = rd("/sys/module/nvidia/version")
-banner = rd("/proc/driver/nvidia/version") or ""
-if version or banner:
-    m = re.search(r"Kernel Module(?: for \S+)?\s+([0-9.]+)", banner)
-    module = {"version": version or (m.group(1) if m else None),
-              "flavour": "open" if "Open Kernel Module" in banner else "proprietary"}
+osr = dict(line.rstrip().split("=", 1) for line in open("/etc/os-release") if "=" in line)
+gpus = [{"slot": g["slot"], "device": g["device"]} for g in pci_gpus()]
+module = nvidia_module()
 
 packages = {}
 for line in sh(["dpkg-query", "-W", "-f", "${Package}\t${Version}\t${db:Status-Status}\n"]).splitlines():

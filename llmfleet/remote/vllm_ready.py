@@ -13,13 +13,11 @@ import time
 import urllib.error
 import urllib.request
 
+from _helpers import api_key  # llmfleet/remote/_helpers.py, sent along by python_script
+
 port, name, timeout_s, restarts0, key_file = sys.argv[1], sys.argv[2], float(sys.argv[3]), int(sys.argv[4]), \
     sys.argv[5]
-key = None
-if key_file != "-":
-    for line in open(key_file):
-        if line.startswith("VLLM_API_KEY="):
-            key = line.split("=", 1)[1].strip()
+key = api_key(key_file)
 base = f"http://127.0.0.1:{port}"
 start = time.monotonic()
 

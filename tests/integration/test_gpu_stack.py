@@ -51,10 +51,10 @@ def test_nvidia_host_fact_reads_each_host(lab, deployed):
 
 
 def test_the_allreduce_check_runs_its_code_path_on_a_lab_host(lab, deployed):
-    """verify/remote/gpu_allreduce.py on a real host with the vLLM environment's torch: the same
+    """llmfleet/remote/gpu_allreduce.py on a real host with the vLLM environment's torch: the same
     fork / rendezvous / sum check / timing path as on GPUs, with gloo on the CPU (2 ranks). On
     GPUs it runs with NCCL on the lent 2 x H200 (`make verify-device`)."""
-    script = base64.b64encode((ROOT / "verify" / "remote" / "gpu_allreduce.py").read_bytes()).decode()
+    script = base64.b64encode((ROOT / "llmfleet" / "remote" / "gpu_allreduce.py").read_bytes()).decode()
 
     def allreduce(*args: str) -> dict:
         copy = "/tmp/llmfleet-allreduce.py"

@@ -194,7 +194,7 @@ def test_the_results_plugin_records_outcomes_and_messages(tmp_path):
 
 
 def test_the_fingerprint_script_reads_this_machine():
-    from llmfleet.facts import python_script
+    from llmfleet.remote import python_script
 
     # the command the fact sends, run here
     fp = json.loads(subprocess.run(["sh", "-c", python_script("hardware_fingerprint")], capture_output=True,

@@ -6,17 +6,11 @@ Read-only: it sets nothing on any GPU.
 """
 
 import json
-import re
 import shutil
 import subprocess
 import sys
 
-
-def read(path):
-    try:
-        return open(path).read().strip()
-    except OSError:
-        return None
+from _helpers import nvidia_module  # llmfleet/remote/_helpers.py, sent along by python_script
 
 
 def nvml_state():
@@ -77,11 +71,8 @@ def nvml_state():
 
 
 def module_state():
-    banner = read("/proc/driver/nvidia/version") or ""
-    m = re.search(r"Kernel Module(?: for \S+)?\s+([0-9.]+)", banner)
-    return {"version": read("/sys/module/nvidia/version") or (m.group(1) if m else None),
-            "flavour": ("open" if "Open Kernel Module" in banner else "proprietary") if banner else None,
-            "banner": banner.splitlines()[0] if banner else None}
+    # no module loaded: every field None (the checks then name what is missing)
+    return nvidia_module() or {"version": None, "flavour": None, "banner": None}
 
 
 def xid_lines():

@@ -6,12 +6,10 @@ import sys
 import urllib.error
 import urllib.request
 
+from _helpers import api_key  # llmfleet/remote/_helpers.py, sent along by python_script
+
 port, name, key_file = sys.argv[1], sys.argv[2], sys.argv[3]
-key = None
-if key_file != "-":
-    for line in open(key_file):
-        if line.startswith("VLLM_API_KEY="):
-            key = line.split("=", 1)[1].strip()
+key = api_key(key_file)
 base = f"http://127.0.0.1:{port}"
 
 
@@ -29,7 +27,7 @@ def call(path, body=None, auth=True):
         return None, f"{type(exc).__name__}: {exc}"
 
 
-out = {"key_set": key is not None}
+out: dict = {"key_set": key is not None}
 out["health"] = call("/health")[0]
 status, body = call("/v1/models")
 out["models"] = [m["id"] for m in json.loads(body)["data"]] if status == 200 else f"HTTP {status}: {body}"

@@ -9,7 +9,7 @@ import sys
 import urllib.parse
 import urllib.request
 
-out = {}
+out: dict = {}
 for arg in sys.argv[1:]:
     kind, url = arg.split(" ", 1)
     try:

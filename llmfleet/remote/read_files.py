@@ -2,7 +2,7 @@
 import json
 import sys
 
-out = {}
+out: dict = {}
 for path in sys.argv[1:]:
     try:
         with open(path) as fh:

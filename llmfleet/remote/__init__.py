@@ -1,0 +1,50 @@
+"""The Python scripts llmfleet runs on hosts, and the one way to run them.
+
+Every `<name>.py` here runs on a host, never on the control machine and never imported: the
+deploy's facts and operations (pyinfra), the audit and onboarding, and the verify suite
+(testinfra's `host.run`) all run it through `python_script()`, which returns one shell command.
+The scripts need only the host's Python standard library (those run with the vLLM environment's
+python may import what it has: torch, nvidia-ml-py, vllm), and each prints one JSON object.
+
+`_helpers.py` holds what the scripts share: small helpers, and the readers of host state that
+more than one script needs (the NVIDIA GPUs on the PCI bus, the loaded NVIDIA kernel module, the
+API key file), so that the deploy and the verify suite read those facts the same way. A script
+imports it as any module (`from _helpers import rd`); `python_script` sends it along, and from
+this folder a script also runs as it is (`python3 llmfleet/remote/pci_gpus.py`).
+"""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+FOLDER = Path(__file__).parent
+HELPERS = "_helpers"
+_END = "LLMFLEET_EOF"  # the heredoc's end marker
+
+
+def script_names() -> list[str]:
+    """The names of the scripts here (what `python_script` accepts)."""
+    return sorted(p.stem for p in FOLDER.glob("*.py") if not p.stem.startswith("_"))
+
+
+def python_script(name: str, *args: str, python: str = "python3") -> str:
+    """A shell command that runs llmfleet/remote/<name>.py (with `_helpers.py`) on a host with the
+    interpreter `python` (python3, or e.g. the vLLM environment's `<venv>/bin/python3`) and the
+    arguments `args`, quoted for the shell; the script's source goes in on standard input, so
+    nothing is copied to the host first."""
+    path = FOLDER / f"{name}.py"
+    if name.startswith("_") or not path.is_file():
+        raise ValueError(f"no host script {name!r} in {FOLDER} (there are: {', '.join(script_names())})")
+    # the helpers become the module _helpers before the script runs (one stream: standard input)
+    helpers = (FOLDER / f"{HELPERS}.py").read_text()
+    prelude = (f"import sys, types; sys.modules[{HELPERS!r}] = types.ModuleType({HELPERS!r}); "
+               f"exec(compile({helpers!r}, {HELPERS + '.py'!r}, 'exec'), sys.modules[{HELPERS!r}].__dict__); "
+               "del sys, types\n")
+    source = prelude + path.read_text()
+    if not source.endswith("\n"):
+        source += "\n"
+    if any(line == _END for line in source.splitlines()):
+        raise ValueError(f"host script {name!r} has a line {_END!r}, which would end its heredoc early")
+    quoted = "".join(" " + shlex.quote(a) for a in args)
+    return f"{shlex.quote(python)} -{quoted} <<'{_END}'\n{source}{_END}"
