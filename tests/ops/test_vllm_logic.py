@@ -159,3 +159,88 @@ def test_the_gate_stops_a_batch_after_a_host_that_started_and_did_not_finish():
                                 "version it had"]
     finally:
         ops._ROLL.update(saved)
+
+
+class PlanHost:
+    """pyinfra's `host` for the deploy code: facts from a dict, and a log."""
+
+    name = "gpu-1"
+
+    def __init__(self, facts: dict):
+        self.facts, self.logged, self.noops = facts, [], []
+
+    def get_fact(self, cls, **kwargs):
+        return self.facts[cls.__name__]
+
+    def noop(self, text):
+        self.noops.append(text)
+
+    def log_styled(self, text, **_):
+        self.logged.append(text)
+
+
+def planned(settings, monkeypatch, **facts) -> tuple[list[str], PlanHost]:
+    """The operations serve() calls, by name, for the given facts."""
+    from pyinfra.context import ctx_host
+
+    calls = []
+    for op in ("environment_made", "environment_repaired", "environment_recorded", "staged_unit", "staged_key",
+               "staged_link", "rolled_out"):
+        monkeypatch.setattr(ops, op, lambda name=None, _op=op, **kw: calls.append(name or _op))
+    monkeypatch.setattr(ops, "model_synced", lambda s: calls.append("model_synced"))
+    monkeypatch.setattr(ops.vllm, "render_unit", lambda s, gpu: UNIT)
+    fake = PlanHost({"VllmState": active(settings), "VllmEnvironment": CLEAN_ENV,
+                     "VllmFlags": {"version": "0.19.1", "ok": True, "unknown": [], "options": [], "error": None}}
+                    | facts)
+    with ctx_host.use(fake):
+        ops.serve.__wrapped__(settings, gpu=True)
+    return calls, fake
+
+
+RESTART = "vllm: restart on what is staged, in batches of vllm_max_unavailable, each ready before the next"
+
+
+def test_a_deployed_host_plans_nothing_and_says_why(settings, monkeypatch):
+    calls, fake = planned(settings, monkeypatch)
+    assert calls == [] and fake.noops == ["vllm: unit, environment and its packages, model and key as deployed; "
+                                          "service active and enabled"]
+
+
+def test_a_removed_model_link_plans_the_link_and_the_restart_and_no_check(settings, monkeypatch):
+    calls, fake = planned(settings, monkeypatch, VllmState=active(settings, model_target=None))
+    assert calls == ["vllm: model link `current` missing or not at vllm_model's version: staged for the restart",
+                     RESTART]
+    assert f"vllm: restart planned: the model link {vllm.model_link(settings)} is missing, not model tiny 2" \
+        in fake.logged
+
+
+def test_a_package_changed_by_hand_plans_the_repair_and_the_restart(settings, monkeypatch):
+    env = CLEAN_ENV | {"changed": {"torch": ["2.9.0", "2.10.0"]}}
+    calls, _ = planned(settings, monkeypatch, VllmEnvironment=env, VllmFlags=None)  # flags: checked after the repair
+    assert calls == [f"vLLM environment {vllm.env_id(settings)}: packages differ from its record: the recorded "
+                     "versions put back", RESTART]
+
+
+def test_an_environment_made_before_records_is_recorded_with_a_note_and_not_restarted(settings, monkeypatch):
+    calls, fake = planned(settings, monkeypatch, VllmEnvironment=CLEAN_ENV | {"recorded": False})
+    assert calls == [f"vLLM environment {vllm.env_id(settings)}: no record of its packages (made before records): "
+                     "recorded from what it holds"]
+    assert any("was made before records; this deploy records what it holds now" in line for line in fake.logged)
+
+
+def test_a_new_package_set_makes_its_environment_and_checks_the_flags_there(settings, monkeypatch):
+    calls, _ = planned(settings, monkeypatch, VllmState=active(settings, env_ready=False, venv_target="/x/envs/old"),
+                       VllmEnvironment=None, VllmFlags=None)
+    assert calls == [f"vLLM environment {vllm.env_id(settings)} ({', '.join(settings.vllm_packages)})",
+                     "vllm: environment link vllm_venv not at this package set's environment: staged for the restart",
+                     RESTART]
+
+
+def test_flags_the_installed_parser_refuses_stop_the_deploy_before_any_operation(settings, monkeypatch):
+    report = {"version": "0.19.1", "ok": False, "unknown": ["--max-num-seqz"], "options": ["--max-num-seqs"],
+              "error": None}
+    with pytest.raises(ops.OperationValueError) as exc:
+        planned(settings, monkeypatch, VllmState=active(settings, unit_sha256="0" * 64), VllmFlags=report)
+    assert str(exc.value) == ("host gpu-1: vllm_flags.max-num-seqz: vLLM 0.19.1 installed on the host has no "
+                              "--max-num-seqz (fix: did you mean --max-num-seqs?); the running service is left as "
+                              "it is")
