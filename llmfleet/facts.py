@@ -148,7 +148,7 @@ class VllmFlags(FactBase[dict]):
         try:
             return json.loads(lines[-1])
         except (ValueError, IndexError):
-            return {"unreadable": "\n".join(lines)}
+            return {"unreadable": "\n".join(lines) or "no output (is the environment's python there?)"}
 
 
 class HardwareFingerprint(FactBase[dict]):

@@ -367,8 +367,12 @@ def staged_key(settings: Settings):
 
     + settings: the host's settings
     """
-    yield FunctionCommand(lambda state, host: _put_secret(state, host, vllm.api_key_env(settings), STAGED_KEY),
-                          (), {})
+    yield FunctionCommand(_stage_key, (settings,), {})
+
+
+def _stage_key(state, host, settings: Settings) -> bool:
+    key_env = vllm.api_key_env(settings)  # read here, at run time: the key is never an argument
+    return key_env is not None and _put_secret(state, host, key_env, STAGED_KEY)
 
 
 @operation(is_idempotent=False)
