@@ -426,6 +426,8 @@ def serve(settings: Settings, gpu: bool):
         report = host.get_fact(VllmFlags, python=f"{vllm.env_dir(settings)}/bin/python3",
                                args=vllm.server_args(settings))
         problems = flag_problems(settings, report)
+        for problem in problems:  # one line per host, which the audit's dry run reads (config_drift.py)
+            host.log_styled(f"Error: {problem}", fg="red", log_func=logger.error)
         if problems:
             raise OperationValueError(f"host {host.name}: " + "; ".join(problems)
                                       + "; the running service is left as it is")
