@@ -235,8 +235,11 @@ def restart_causes(settings: Settings, state: dict, env: dict, unit_text: str) -
         causes["unit"] = (f"the unit {vllm.UNIT_PATH} is not the rendered one" if state["unit_sha256"]
                           else f"first start: no unit {vllm.UNIT_PATH}")
     if state["key_sha256"] != _sha(vllm.api_key_env(settings)):
-        causes["key"] = ("the API key file is not vllm_api_key_file's key" if settings.vllm_api_key_file
-                         else "an API key file is there, and vllm_api_key_file is None")
+        if not settings.vllm_api_key_file:
+            causes["key"] = f"the API key file {vllm.API_KEY_FILE} is there, and vllm_api_key_file is None"
+        else:
+            causes["key"] = (f"the API key file {vllm.API_KEY_FILE} " + ("is missing" if state["key_sha256"] is None
+                             else "does not hold vllm_api_key_file's key"))
     if state["venv_target"] != vllm.env_dir(settings):
         now = f"points to {state['venv_target']}" if state["venv_target"] else "is missing"
         causes["environment"] = (f"the environment link {settings.vllm_venv} {now}, not environment "

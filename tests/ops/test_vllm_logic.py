@@ -244,3 +244,15 @@ def test_flags_the_installed_parser_refuses_stop_the_deploy_before_any_operation
     assert str(exc.value) == ("host gpu-1: vllm_flags.max-num-seqz: vLLM 0.19.1 installed on the host has no "
                               "--max-num-seqz (fix: did you mean --max-num-seqs?); the running service is left as "
                               "it is")
+
+
+def test_a_key_file_left_behind_and_a_missing_key_file_are_named(settings, tmp_path):
+    causes = ops.restart_causes(settings, active(settings, key_sha256="0" * 64), CLEAN_ENV, UNIT)
+    assert causes == {"key": f"the API key file {vllm.API_KEY_FILE} is there, and vllm_api_key_file is None"}
+    key = tmp_path / "api-key"
+    key.write_text("secret-key-value\n")
+    key.chmod(0o600)
+    with_key = settings.model_copy(update={"vllm_api_key_file": str(key)})
+    causes = ops.restart_causes(with_key, active(with_key, key_sha256=None), CLEAN_ENV, UNIT)
+    assert causes == {"key": f"the API key file {vllm.API_KEY_FILE} is missing"}
+    assert "secret-key-value" not in str(causes)
