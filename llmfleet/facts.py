@@ -99,6 +99,36 @@ class VllmState(FactBase[dict]):
         return json.loads("\n".join(output))
 
 
+class VllmEnvironment(FactBase[dict]):
+    """A vLLM environment against the record of what it held when it was made
+    (`<env>/.llmfleet-packages.json`, llmfleet/remote/vllm_env_record.py):
+    {"exists", "recorded", "added": {name: version}, "removed": {name: version},
+     "changed": {name: [recorded, actual]}}."""
+
+    def command(self, env_dir: str) -> str:
+        return python_script("vllm_env_record", env_dir, "diff")
+
+    def process(self, output) -> dict:
+        return json.loads("\n".join(output))
+
+
+class VllmFlags(FactBase[dict]):
+    """The vLLM server's flags as the argument parser of the vLLM in an environment reads them
+    (llmfleet/remote/vllm_flags.py, run with the environment's `python`): {"version", "ok",
+    "unknown", "options", "error"}, or {"unreadable": output} when the parser could not run."""
+
+    def command(self, python: str, args: list[str]) -> str:
+        # from / (no folder of the login user on sys.path); stderr holds vLLM's import warnings
+        return f"cd / && {{ {python_script('vllm_flags', json.dumps(args), python=python)}\n}} 2>/dev/null || true"
+
+    def process(self, output) -> dict:
+        lines = [line for line in output if line.strip()]
+        try:
+            return json.loads(lines[-1])
+        except (ValueError, IndexError):
+            return {"unreadable": "\n".join(lines) or "no output (is the environment's python there?)"}
+
+
 class HardwareFingerprint(FactBase[dict]):
     """What a swapped or degraded part would change: system and CPU, memory, GPUs (serial, VBIOS,
     PCI slot, PCIe width, memory), NVLink topology, driver, disks. Recorded at onboarding; audits

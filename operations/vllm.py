@@ -1,13 +1,24 @@
 """vllm: the vLLM OpenAI server as a hardened systemd unit (install, configure, activate).
 
 install    a versioned environment per package set (envs/<id>, complete when marked), beside
-           the one serving; the model in a versioned folder, verified by checksum.
+           the one serving, with a record of every distribution it holds (ENV_RECORD, root-owned);
+           the model in a versioned folder, verified by checksum.
 configure  the unit, environment and API key file are rendered here, not yet written.
-activate   when the unit, environment, model or key differ from what is active: the flags are
-           checked with the host's own vLLM parser, then hosts switch and restart in batches of
-           `vllm_max_unavailable`, each ready (/health, then a 1-token completion) before the
-           next batch. A host that does not get ready is switched back to what it served before;
-           the roll stops and the hosts after it keep serving the old version.
+activate   what differs from what is active (the unit, the API key, the environment or model
+           link) is staged, each as an operation named after what differs; the flags are checked
+           with the host's own vLLM parser; then hosts switch (llmfleet/remote/vllm_switch.py) and
+           restart in batches of `vllm_max_unavailable`, each ready (/health, then a 1-token
+           completion) before the next batch. A host that does not get ready is switched back to
+           what it served before; the roll stops and the hosts after it keep serving the old version.
+
+An environment changed by hand (a distribution upgraded, downgraded, removed or added) differs
+from its record: the deploy reinstalls the recorded versions of what differs (`pip --no-deps`)
+and removes what was added, in place, then restarts the host in its batch. In place rather than
+a rebuild because the environment's path is fixed by its package set (the unit runs
+envs/<id>/bin/python3), so a rebuild could only replace the folder under the running server;
+the repair writes back the very files the running server was started from, so the service stays
+up until its switch, which then restarts it on exactly the recorded versions. An environment made
+before records has none: the next deploy records what it holds then, and says so.
 """
 
 from __future__ import annotations
@@ -21,17 +32,31 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from pyinfra import host, logger
-from pyinfra.api import FunctionCommand, OperationValueError, StringCommand, deploy, operation
+from pyinfra.api import (
+    FileUploadCommand,
+    FunctionCommand,
+    OperationValueError,
+    StringCommand,
+    deploy,
+    operation,
+)
 from pyinfra.facts.files import File
 from pyinfra.operations import files, server, systemd
 
 from llmfleet import vllm
-from llmfleet.facts import VllmState, python_script
+from llmfleet.facts import VllmEnvironment, VllmFlags, VllmState, python_script
 from llmfleet.settings import Settings
 
-# One roll per pyinfra run, shared by the hosts' greenlets: set when a host fails to get ready.
-_ROLL: dict[str, str | None] = {"stopped_by": None}
 MANIFEST = "SHA256SUMS"
+ENV_RECORD = ".llmfleet-packages.json"  # in each environment, by llmfleet/remote/vllm_env_record.py
+STAGED_UNIT = f"{vllm.CONF_DIR}/vllm.service.new"  # staged here, switched by vllm_switch.py
+STAGED_KEY = f"{vllm.API_KEY_FILE}.new"
+SWITCH_RECORD = f"{vllm.CONF_DIR}/last-switch.json"  # what the last switch changed, for the switch-back
+PIP = "-m pip {} -q --no-cache-dir --disable-pip-version-check"
+
+# One roll per pyinfra run, shared by the hosts' greenlets. Batches run one after the other, so a
+# host that started its roll and did not finish it by the next batch's gate failed: the roll stops.
+_ROLL: dict = {"started": set(), "finished": set(), "stopped_by": None}
 
 
 def _paths(settings: Settings) -> dict:
@@ -52,18 +77,76 @@ def _run(host, command: str, sudo: bool = True) -> tuple[bool, str]:
 # ------------------------------------------------------------------------------------------------
 # install
 # ------------------------------------------------------------------------------------------------
-def environment_installed(settings: Settings) -> None:
-    env = vllm.env_dir(settings)
-    q = shlex.quote
-    packages = " ".join(q(p) for p in settings.vllm_packages)
+def _record_env(settings: Settings, note: str) -> str:
+    return python_script("vllm_env_record", vllm.env_dir(settings), "write", note)
+
+
+@operation(is_idempotent=False)
+def environment_made(settings: Settings):
+    """
+    A new versioned environment: the packages, the removals, the record of what it holds, its
+    marker; then the flags are checked with its own vLLM parser.
+
+    + settings: the host's settings
+    """
+    env, q = vllm.env_dir(settings), shlex.quote
+    python = f"{q(env)}/bin/python3"
     steps = [f"rm -rf {q(env)}", f"mkdir -p {q(vllm.envs_dir(settings))}", f"python3 -m venv {q(env)}",
-             f"{q(env)}/bin/python3 -m pip install -q --no-cache-dir --disable-pip-version-check {packages}"]
+             f"{python} {PIP.format('install')} " + " ".join(q(p) for p in settings.vllm_packages)]
     if settings.vllm_pip_remove:
-        steps.append(f"{q(env)}/bin/python3 -m pip uninstall -y -q "
-                     + " ".join(q(p) for p in settings.vllm_pip_remove))
-    steps.append(f"touch {q(env)}/.llmfleet-complete")
-    server.shell(name=f"vLLM environment {vllm.env_id(settings)} ({', '.join(settings.vllm_packages)})",
-                 commands=[" && ".join(steps)])
+        steps.append(f"{python} -m pip uninstall -y -q " + " ".join(q(p) for p in settings.vllm_pip_remove))
+    yield StringCommand(" && ".join(steps))
+    yield StringCommand(_record_env(settings, "made by llmfleet: pip install " + " ".join(settings.vllm_packages)))
+    yield StringCommand(f"touch {q(env)}/.llmfleet-complete")
+    yield FunctionCommand(_flags_checked_now, (settings,), {})
+
+
+def repair_commands(settings: Settings, diff: dict) -> list[str]:
+    """The pip commands that bring an environment back to its record (VllmEnvironment's diff):
+    the recorded versions of what was changed or removed, without their dependencies (the record
+    holds those too), and the removal of what was added."""
+    q, python = shlex.quote, f"{shlex.quote(vllm.env_dir(settings))}/bin/python3"
+    pins = {**diff["removed"], **{name: both[0] for name, both in diff["changed"].items()}}
+    out = []
+    if pins:
+        out.append(f"{python} {PIP.format('install')} --no-deps "
+                   + " ".join(q(f"{n}=={v}") for n, v in sorted(pins.items())))
+    if diff["added"]:
+        out.append(f"{python} -m pip uninstall -y -q " + " ".join(q(n) for n in sorted(diff["added"])))
+    return out
+
+
+def env_differences(diff: dict) -> list[str]:
+    """Each distribution that differs from the record, as `name: expected X, actual Y`."""
+    return ([f"{n}: expected {v}, actual not installed" for n, v in diff["removed"].items()]
+            + [f"{n}: expected {e}, actual {a}" for n, (e, a) in diff["changed"].items()]
+            + [f"{n}: expected not installed, actual {v}" for n, v in diff["added"].items()])
+
+
+@operation(is_idempotent=False)
+def environment_repaired(settings: Settings, diff: dict):
+    """
+    The environment back to its record: the recorded versions reinstalled, what was added
+    removed, the result compared with the record again; then the flags are checked.
+
+    + settings: the host's settings
+    + diff: the environment against its record (fact VllmEnvironment)
+    """
+    for command in repair_commands(settings, diff):
+        yield StringCommand(command)
+    yield StringCommand(python_script("vllm_env_record", vllm.env_dir(settings), "check"))
+    yield FunctionCommand(_flags_checked_now, (settings,), {})
+
+
+@operation(is_idempotent=False)
+def environment_recorded(settings: Settings):
+    """
+    A record for an environment made before llmfleet recorded them: what it holds now.
+
+    + settings: the host's settings
+    """
+    yield StringCommand(_record_env(settings, "recorded by llmfleet from what the environment held: it was made "
+                                              "before environments had records"))
 
 
 def local_model_files(settings: Settings) -> dict[str, Path]:
@@ -126,41 +209,81 @@ def model_synced(settings: Settings) -> None:
 # ------------------------------------------------------------------------------------------------
 # activate
 # ------------------------------------------------------------------------------------------------
-def _check_flags(state, host, settings: Settings) -> bool:
-    python = f"{vllm.env_dir(settings)}/bin/python3"
-    check = python_script("vllm_flags", json.dumps(vllm.server_args(settings)), python=python)
-    ok, out = _run(host, f"cd / && {{ {check}\n}} 2>/dev/null")  # stderr: import warnings after the JSON line
-    try:
-        report = json.loads(out.splitlines()[-1])
-    except (ValueError, IndexError):
-        host.log_styled(f"vllm_flags: could not run the vLLM parser in {python}: {out[-500:]}", fg="red",
-                        log_func=logger.error)
-        return False
-    problems = vllm.host_flag_problems(settings, report)
+def flag_problems(settings: Settings, report: dict) -> list[str]:
+    """What the host's vLLM parser (fact VllmFlags) refuses, each with its fix."""
+    if "unreadable" in report:
+        return [f"vllm_flags: could not run the vLLM parser in {vllm.env_dir(settings)}/bin/python3: "
+                f"{report['unreadable'][-500:]}"]
+    return vllm.host_flag_problems(settings, report)
+
+
+def _flags_checked_now(state, host, settings: Settings) -> bool:
+    """At run time, for an environment made or repaired in this deploy."""
+    command = VllmFlags().command(f"{vllm.env_dir(settings)}/bin/python3", vllm.server_args(settings))
+    _, out = _run(host, command)
+    problems = flag_problems(settings, VllmFlags().process(out.splitlines()))
     for problem in problems:
         host.log_styled(problem + "; the running service is left as it is", fg="red", log_func=logger.error)
     return not problems
 
 
-@operation(is_idempotent=False)
-def flags_valid(settings: Settings):
-    """
-    The rendered flags pass the argument parser of the vLLM installed in the new environment.
+def restart_causes(settings: Settings, state: dict, env: dict, unit_text: str) -> dict[str, str]:
+    """What differs from what is active, by kind (unit, key, environment, model, packages,
+    service), each saying what differs: the facts VllmState and VllmEnvironment in, causes out."""
+    causes = {}
+    if state["unit_sha256"] != _sha(unit_text):
+        causes["unit"] = (f"the unit {vllm.UNIT_PATH} is not the rendered one" if state["unit_sha256"]
+                          else f"first start: no unit {vllm.UNIT_PATH}")
+    if state["key_sha256"] != _sha(vllm.api_key_env(settings)):
+        if not settings.vllm_api_key_file:
+            causes["key"] = f"the API key file {vllm.API_KEY_FILE} is there, and vllm_api_key_file is None"
+        else:
+            causes["key"] = (f"the API key file {vllm.API_KEY_FILE} " + ("is missing" if state["key_sha256"] is None
+                             else "does not hold vllm_api_key_file's key"))
+    if state["venv_target"] != vllm.env_dir(settings):
+        now = f"points to {state['venv_target']}" if state["venv_target"] else "is missing"
+        causes["environment"] = (f"the environment link {settings.vllm_venv} {now}, not environment "
+                                 f"{vllm.env_id(settings)} ({', '.join(settings.vllm_packages)})")
+    if state["model_target"] != vllm.model_dir(settings):
+        now = f"points to {state['model_target']}" if state["model_target"] else "is missing"
+        causes["model"] = (f"the model link {vllm.model_link(settings)} {now}, not model "
+                           f"{settings.vllm_model.name} {settings.vllm_model.version}")
+    if env.get("recorded") and (env["added"] or env["removed"] or env["changed"]):
+        causes["packages"] = (f"environment {vllm.env_id(settings)} differs from its record: "
+                              + "; ".join(env_differences(env)))
+    if not causes and (state["active"] != "active" or state["enabled"] != "enabled"):
+        causes["service"] = f"the service is {state['active']}/{state['enabled']}, not active/enabled"
+    return causes
 
-    + settings: the host's settings
-    """
-    yield FunctionCommand(_check_flags, (settings,), {})
+
+def switch_args(settings: Settings, causes: dict) -> list[str]:
+    """vllm_switch.py's arguments for what is staged (the unit, the key, the links)."""
+    args = ["switch", "--record", SWITCH_RECORD, "--service", vllm.UNIT_NAME, "--keep", vllm.CONF_DIR]
+    if "unit" in causes:
+        args += ["--unit", vllm.UNIT_PATH]
+    if "key" in causes:
+        args += ["--file", vllm.API_KEY_FILE] if settings.vllm_api_key_file else ["--remove", vllm.API_KEY_FILE]
+    if "environment" in causes:
+        args += ["--link", settings.vllm_venv]
+    if "model" in causes:
+        args += ["--link", vllm.model_link(settings)]
+    return args
 
 
-def _gate(state, host) -> bool:
+def _gate(state, host, causes: dict) -> bool:
+    failed = sorted(_ROLL["started"] - _ROLL["finished"])
+    if failed and not _ROLL["stopped_by"]:
+        _ROLL["stopped_by"] = failed[0]
     if _ROLL["stopped_by"]:
         host.log_styled(f"vllm: not restarted: the roll stopped after {_ROLL['stopped_by']}; this host keeps "
                         "serving the version it had", fg="red", log_func=logger.error)
         return False
+    _ROLL["started"].add(host.name)
+    host.log_styled("vllm: restarting: " + "; ".join(causes.values()), fg="blue", log_func=logger.info)
     return True
 
 
-def _put_secret(host, content: str, dest: str) -> bool:
+def _put_secret(state, host, content: str, dest: str) -> bool:
     """Upload a secret without it ever being readable by others: into a 0700 folder of the login
     user, then installed root:root 0600 and the copy removed."""
     ok, home = _run(host, "install -d -m 700 \"$HOME/.llmfleet\" && echo \"$HOME\"", sudo=False)
@@ -171,33 +294,6 @@ def _put_secret(host, content: str, dest: str) -> bool:
         return False
     ok, _ = _run(host, f"install -D -m 600 -o root -g root {shlex.quote(tmp)} {shlex.quote(dest)}; "
                        f"r=$?; rm -f {shlex.quote(tmp)}; exit $r")
-    return ok
-
-
-def _relink(host, link: str, target: str) -> bool:
-    """Point a link at a target atomically (a new link renamed over the old)."""
-    q = shlex.quote
-    ok, _ = _run(host, f"ln -sfn {q(target)} {q(link)}.new && mv -T {q(link)}.new {q(link)}")
-    return ok
-
-
-def _switch(host, unit_text: str, key_env: str | None, links: dict[str, str]) -> bool:
-    key, prev_key = vllm.API_KEY_FILE, vllm.API_KEY_FILE + ".prev"
-    ok, _ = _run(host, f"install -d -m 755 {vllm.CONF_DIR} && if [ -e {vllm.UNIT_PATH} ]; then "
-                       f"cp -a {vllm.UNIT_PATH} {vllm.CONF_DIR}/vllm.service.prev; fi && rm -f {prev_key} && "
-                       f"if [ -e {key} ]; then cp -a {key} {prev_key}; fi")
-    if not ok or not host.put_file(StringIO(unit_text), vllm.UNIT_PATH, _sudo=True):
-        return False
-    if key_env is not None:
-        if not _put_secret(host, key_env, vllm.API_KEY_FILE):
-            return False
-    else:
-        _run(host, f"rm -f {vllm.API_KEY_FILE}")
-    if not all(_relink(host, link, target) for link, target in links.items()):
-        return False
-    ok, _ = _run(host, f"chmod 644 {vllm.UNIT_PATH} && systemctl daemon-reload && systemctl enable -q "
-                       f"{vllm.UNIT_NAME} && systemctl reset-failed {vllm.UNIT_NAME} 2>/dev/null; "
-                       f"systemctl restart {vllm.UNIT_NAME}")
     return ok
 
 
@@ -212,59 +308,90 @@ def _ready(host, settings: Settings) -> dict:
         return {"ok": False, "seconds": 0, "why": f"readiness check did not run: {out[-300:]}"}
 
 
-def _roll_out(state, host, settings: Settings, unit_text: str, previous: dict) -> bool:
-    key_env = vllm.api_key_env(settings)  # read here, at the switch: the key is never an argument
-    links = {settings.vllm_venv: vllm.env_dir(settings), vllm.model_link(settings): vllm.model_dir(settings)}
-    try:
-        if not _switch(host, unit_text, key_env, links):
-            return _stop(host, "could not switch to the new version")
-        ready = _ready(host, settings)
-        if ready["ok"]:
-            host.log_styled(f"vllm: ready in {ready['seconds']}s (health and a 1-token completion)", fg="green",
-                            log_func=logger.info)
-            return True
-        why = ready["why"]
-        if previous.get("unit_existed") and previous.get("venv_target") and previous.get("model_target"):
-            key, prev_key = vllm.API_KEY_FILE, vllm.API_KEY_FILE + ".prev"
-            _run(host, f"cp -a {vllm.CONF_DIR}/vllm.service.prev {vllm.UNIT_PATH} && "
-                       f"if [ -e {prev_key} ]; then cp -a {prev_key} {key}; else rm -f {key}; fi")
-            back = {settings.vllm_venv: previous["venv_target"], vllm.model_link(settings): previous["model_target"]}
-            for link, target in back.items():
-                _relink(host, link, target)
-            _run(host, f"systemctl daemon-reload && systemctl reset-failed {vllm.UNIT_NAME}; "
-                       f"systemctl restart {vllm.UNIT_NAME}")
-            again = _ready(host, settings)
-            why += ("; switched back to the previous version, which is serving again" if again["ok"]
-                    else f"; switched back to the previous version, which is not ready either: {again['why']}")
-        return _stop(host, why)
-    except Exception as exc:  # noqa: BLE001 - pyinfra would log and carry on; the roll must stop
-        return _stop(host, f"could not be rolled out ({exc})")
+def _wait_ready(state, host, settings: Settings, outcome: dict) -> bool:
+    outcome.update(_ready(host, settings))
+    if outcome["ok"]:
+        _ROLL["finished"].add(host.name)
+        host.log_styled(f"vllm: ready in {outcome['seconds']}s (health and a 1-token completion)", fg="green",
+                        log_func=logger.info)
+    return True  # not ready: the operation goes on to switch back, then stops the roll
 
 
-def _stop(host, why: str) -> bool:
-    _ROLL["stopped_by"] = host.name
+def _stop(state, host, settings: Settings, outcome: dict, switched_back: bool) -> bool:
+    why = outcome["why"]
+    if switched_back:
+        again = _ready(host, settings)
+        why += ("; switched back to the previous version, which is serving again" if again["ok"]
+                else f"; switched back to the previous version, which is not ready either: {again['why']}")
+    _ROLL["stopped_by"] = _ROLL["stopped_by"] or host.name
     host.log_styled(f"vllm: not ready: {why}; stopping the roll", fg="red", log_func=logger.error)
     return False
 
 
 @operation(is_idempotent=False)
-def rolled_out(settings: Settings, unit_text: str, previous: dict, reasons: list[str]):
+def rolled_out(settings: Settings, causes: dict, can_switch_back: bool):
     """
-    Switch the host to the rendered unit, environment, model and API key, restart, and wait until
-    it is ready; switch back and stop the roll when it is not.
+    Switch the host to what is staged (llmfleet/remote/vllm_switch.py), restart, and wait until it
+    is ready; switch back and stop the roll when it is not.
 
     + settings: the host's settings
-    + unit_text: the rendered unit
-    + previous: what was active (fact VllmState), to switch back to
-    + reasons: why the host restarts (shown in the output)
+    + causes: what differs, by kind (restart_causes)
+    + can_switch_back: a complete previous version (unit, environment and model links) is there
     """
-    yield FunctionCommand(_gate, (), {})
-    yield FunctionCommand(_roll_out, (settings, unit_text, previous), {})
+    yield FunctionCommand(_gate, (causes,), {})
+    yield StringCommand(python_script("vllm_switch", *switch_args(settings, causes)))
+    outcome: dict = {}
+    yield FunctionCommand(_wait_ready, (settings, outcome), {})
+    if outcome.get("ok"):
+        return
+    if can_switch_back:
+        yield StringCommand(python_script("vllm_switch", "back", "--record", SWITCH_RECORD,
+                                          "--service", vllm.UNIT_NAME))
+    yield FunctionCommand(_stop, (settings, outcome, can_switch_back), {})
+
+
+@operation(is_idempotent=False)
+def staged_unit(unit_text: str):
+    """
+    The rendered unit, staged for the switch.
+
+    + unit_text: the rendered unit
+    """
+    yield StringCommand(f"install -d -m 755 {vllm.CONF_DIR}")
+    yield FileUploadCommand(StringIO(unit_text), STAGED_UNIT)
+    yield StringCommand(f"chmod 644 {STAGED_UNIT}")
+
+
+@operation(is_idempotent=False)
+def staged_key(settings: Settings):
+    """
+    The API key file, staged for the switch (root:root 0600; the key is never an argument or in
+    the output).
+
+    + settings: the host's settings
+    """
+    yield FunctionCommand(_stage_key, (settings,), {})
+
+
+def _stage_key(state, host, settings: Settings) -> bool:
+    key_env = vllm.api_key_env(settings)  # read here, at run time: the key is never an argument
+    return key_env is not None and _put_secret(state, host, key_env, STAGED_KEY)
+
+
+@operation(is_idempotent=False)
+def staged_link(link: str, target: str):
+    """
+    A link staged beside the one it replaces at the switch (<link>.new).
+
+    + link: the link the switch replaces
+    + target: where it will point
+    """
+    yield StringCommand(f"ln -sfn {shlex.quote(target)} {shlex.quote(link + '.new')}")
 
 
 @deploy("vllm")
 def serve(settings: Settings, gpu: bool):
-    """Install, configure and (when anything changed) roll out the vLLM service."""
+    """Install, configure and (when anything differs) roll out the vLLM service."""
     if not settings.vllm_enabled:
         why = "vllm: skipped: vllm_enabled is False for this host"
         host.noop(why)
@@ -276,29 +403,53 @@ def serve(settings: Settings, gpu: bool):
     state = host.get_fact(VllmState, paths=_paths(settings))
     if not state["model_ready"] and urlparse(settings.vllm_model.source).scheme == "file":
         local_model_files(settings)  # a wrong pin or a damaged model stops the deploy before any change
+    env = host.get_fact(VllmEnvironment, env_dir=vllm.env_dir(settings)) if state["env_ready"] else {}
+    label = f"vLLM environment {vllm.env_id(settings)}"
     if not state["env_ready"]:
-        environment_installed(settings)
+        environment_made(name=f"{label} ({', '.join(settings.vllm_packages)})", settings=settings)
+    elif not env["recorded"]:
+        host.log_styled(f"vllm: {label} has no record of its packages ({ENV_RECORD}): it was made before "
+                        "records; this deploy records what it holds now, and compares with that from then on",
+                        fg="yellow", log_func=logger.warning)
+        environment_recorded(name=f"{label}: no record of its packages (made before records): recorded from "
+                                  "what it holds", settings=settings)
+    elif env["added"] or env["removed"] or env["changed"]:
+        environment_repaired(name=f"{label}: packages differ from its record: the recorded versions put back",
+                             settings=settings, diff=env)
     if not state["model_ready"]:
         model_synced(settings)
 
     unit_text = vllm.render_unit(settings, gpu)
-    key_sha = _sha(vllm.api_key_env(settings))
-    why = []
-    if state["unit_sha256"] != _sha(unit_text):
-        why.append("the unit changed" if state["unit_sha256"] else "first start")
-    if state["venv_target"] != vllm.env_dir(settings):
-        why.append(f"environment {vllm.env_id(settings)} ({', '.join(settings.vllm_packages)})")
-    if state["model_target"] != vllm.model_dir(settings):
-        why.append(f"model {settings.vllm_model.name} {settings.vllm_model.version}")
-    if state["key_sha256"] != key_sha:
-        why.append("the API key changed")
-    if not why and (state["active"] != "active" or state["enabled"] != "enabled"):
-        why.append(f"the service is {state['active']}/{state['enabled']}")
-    if not why:
-        host.noop("vllm: unit, environment, model and key as deployed; service active and enabled")
+    causes = restart_causes(settings, state, env, unit_text)
+    if not causes:
+        host.noop("vllm: unit, environment and its packages, model and key as deployed; service active and enabled")
         return
-    flags_valid(name="vllm: flags accepted by the installed vLLM's parser", settings=settings)
-    rolled_out(name="vllm: restart: " + "; ".join(why), settings=settings, unit_text=unit_text,
-               previous={"unit_existed": state["unit_sha256"] is not None, "venv_target": state["venv_target"],
-                         "model_target": state["model_target"]},
-               reasons=why, _parallel=settings.vllm_max_unavailable)
+    if state["env_ready"] and "packages" not in causes:
+        # the environment is there as recorded: its parser checks the flags now, before any change
+        report = host.get_fact(VllmFlags, python=f"{vllm.env_dir(settings)}/bin/python3",
+                               args=vllm.server_args(settings))
+        problems = flag_problems(settings, report)
+        for problem in problems:  # one line per host, which the audit's dry run reads (config_drift.py)
+            host.log_styled(f"Error: {problem}", fg="red", log_func=logger.error)
+        if problems:
+            raise OperationValueError(f"host {host.name}: " + "; ".join(problems)
+                                      + "; the running service is left as it is")
+    # each difference staged by an operation of its own, named after it (the dry run's plan names
+    # an operation once for all hosts, so a name never holds one host's state)
+    if "unit" in causes:
+        staged_unit(name=f"vllm: unit {vllm.UNIT_PATH} missing or not the rendered one: staged for the restart",
+                    unit_text=unit_text)
+    if "key" in causes and settings.vllm_api_key_file:
+        staged_key(name="vllm: API key file not vllm_api_key_file's key: staged for the restart", settings=settings)
+    if "environment" in causes:
+        staged_link(name="vllm: environment link vllm_venv not at this package set's environment: staged for the "
+                         "restart", link=settings.vllm_venv, target=vllm.env_dir(settings))
+    if "model" in causes:
+        staged_link(name="vllm: model link `current` missing or not at vllm_model's version: staged for the restart",
+                    link=vllm.model_link(settings), target=vllm.model_dir(settings))
+    for cause in causes.values():
+        host.log_styled(f"vllm: restart planned: {cause}", fg="blue", log_func=logger.info)
+    rolled_out(name="vllm: restart on what is staged, in batches of vllm_max_unavailable, each ready before the next",
+               settings=settings, causes=causes,
+               can_switch_back=bool(state["unit_sha256"] and state["venv_target"] and state["model_target"]),
+               _parallel=settings.vllm_max_unavailable)

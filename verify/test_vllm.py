@@ -1,6 +1,7 @@
 """vllm: the service runs as rendered and serves: unit active and enabled, the process's
 arguments are the rendered ones, /health, /v1/models, /metrics (the names the alerts use),
-a completion returns tokens, and with an API key /v1 refuses requests without it."""
+a completion returns tokens, with an API key /v1 refuses requests without it, and the
+environment holds exactly what the deploy recorded when it made it."""
 
 import pytest
 
@@ -61,3 +62,28 @@ def test_api_key_guards_v1(host_name, settings, served):
         pytest.skip("vllm_api_key_file is None: the API is open by configuration")
     expect(host_name, "/v1 without the API key (models, completion)", {"models": 401, "completion": 401},
            probe["without_key"])
+
+
+ENV_RECORD = ".llmfleet-packages.json"  # written into each environment by the deploy (operations/vllm.py)
+
+
+def test_environment_holds_what_was_recorded_when_it_was_made(host, host_name, settings):
+    if not settings.vllm_enabled:
+        pytest.skip("vllm_enabled is False for this host")
+    env = vllm.env_dir(settings)
+    record_file = f"{env}/{ENV_RECORD}"
+    if host.run("test -x %s/bin/python3", env).rc != 0:
+        pytest.fail(f"{host_name}: vllm_packages: expected the environment {env}, actual: none (deploy it)")
+    seen = run_remote(host, "vllm_env", record_file, python=f"{env}/bin/python3")
+    record, actual = seen["record"], seen["actual"]
+    assert record is not None, (f"{host_name}: {record_file}: expected the record of the environment's packages, "
+                                "actual: none (an environment made before records: a deploy records it)")
+    expect(host_name, f"{record_file}: owner uid and mode", (0, "0o644"), (seen["owner"], seen["mode"]))
+    wrong = ([f"{name}: expected {version}, actual not installed" for name, version in sorted(record.items())
+              if name not in actual]
+             + [f"{name}: expected {version}, actual {actual[name]}" for name, version in sorted(record.items())
+                if name in actual and actual[name] != version]
+             + [f"{name}: expected not installed, actual {version}" for name, version in sorted(actual.items())
+                if name not in record])
+    assert not wrong, (f"{host_name}: vLLM environment {env} differs from its record {record_file} (a deploy puts "
+                       "the recorded versions back): " + "; ".join(wrong))

@@ -1,6 +1,7 @@
 """Run on a host with the vLLM environment's python: check command-line flags with the argument
 parser of the vLLM installed there. Argument: a JSON list of arguments. Prints one JSON object:
-{"version": ..., "ok": bool, "unknown": [flags], "options": [every option it knows], "error": str|None}.
+{"version": ..., "ok": bool, "unknown": [flags], "options": [every option it knows], "error": str|None},
+or {"unreadable": why} when vLLM or its parser does not load.
 """
 
 import contextlib
@@ -20,13 +21,18 @@ def first(*names):
 
 
 args = json.loads(sys.argv[1])
-import vllm  # noqa: E402
+try:
+    import vllm
 
-# where the OpenAI server's parser lives moved between releases
-make_arg_parser = first(("vllm.entrypoints.launchers.cli_args", "make_arg_parser"),
-                        ("vllm.entrypoints.openai.cli_args", "make_arg_parser"))
-parser_class = first(("vllm.utils.argparse_utils", "FlexibleArgumentParser"), ("vllm.utils", "FlexibleArgumentParser"))
-parser = make_arg_parser(parser_class())
+    # where the OpenAI server's parser lives moved between releases
+    make_arg_parser = first(("vllm.entrypoints.launchers.cli_args", "make_arg_parser"),
+                            ("vllm.entrypoints.openai.cli_args", "make_arg_parser"))
+    parser_class = first(("vllm.utils.argparse_utils", "FlexibleArgumentParser"),
+                         ("vllm.utils", "FlexibleArgumentParser"))
+    parser = make_arg_parser(parser_class())
+except Exception as exc:  # noqa: BLE001 - an environment that cannot load vLLM says so, as data
+    print(json.dumps({"unreadable": f"vLLM's parser does not load: {type(exc).__name__}: {exc}"}))
+    sys.exit(0)
 options = sorted({o for action in parser._actions for o in action.option_strings if o.startswith("--")})
 unknown, error = [], None
 err = io.StringIO()

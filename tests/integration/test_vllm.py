@@ -1,7 +1,8 @@
 """vLLM serving for real on the lab's container hosts (the CPU build, the tiny model): rolling
 restarts that keep N - max_unavailable hosts answering, bad input that stops before any restart,
-a model that fails to load switched back, a killed server brought back by systemd, and a second
-deploy that restarts nothing."""
+a model that fails to load switched back, a killed server brought back by systemd, a second
+deploy that restarts nothing, a package changed by hand in the environment (found, planned and
+repaired), and a removed model link named as what differs."""
 
 from __future__ import annotations
 
@@ -178,6 +179,67 @@ def test_a_killed_server_is_brought_back_by_systemd(lab, serving):
                "--data", 'vllm_flags={"dtype": "float32", "max-model-len": 1024, "enforce-eager": true, '
                          '"max-num-seqs": 16}', check=False)
     assert proc.returncode == 0, proc.stdout[-3000:]
+
+
+FLAGS = 'vllm_flags={"dtype": "float32", "max-model-len": 1024, "enforce-eager": true, "max-num-seqs": 16}'
+
+
+def planned_for(name: str, *data: str) -> list[str]:
+    """The names of the operations the deploy's dry run would change on host `name` (what the
+    audit's config drift lists)."""
+    args = [a for kv in data for a in ("--data", kv)]
+    plan = json.loads(run(str(BIN / "pyinfra"), "inventories/lab.py", "deploy.py", "--dry", "--json", "--limit",
+                          "lab_containers", *args).stdout)["plan"]
+    return [p["name"] for p in plan if name in p["hosts_with_change"] + p["hosts_with_conditional_change"]]
+
+
+def verify_vllm(lab, name: str, *args: str):
+    return run(str(BIN / "pytest"), "verify/test_vllm.py", "-p", "no:cacheprovider", "-q", *args,
+               "--hosts=" + ",".join(h for h in lab.testinfra_hosts().split(",") if f"//{name}?" in h),
+               "--data", FLAGS, check=False)
+
+
+def test_a_package_changed_by_hand_fails_verify_is_planned_and_a_deploy_repairs_it(lab, serving):
+    name = next(iter(serving))
+    deploy(FLAGS)  # every host on the version the earlier tests left (a stopped roll leaves some behind)
+    env = lab_ssh(name, "readlink -f /opt/llmfleet/vllm/current").stdout.strip()
+    record = json.loads(lab_ssh(name, f"cat {env}/.llmfleet-packages.json").stdout)["packages"]
+    removed, downgraded = [n for n in ("certifi", "idna", "six", "filelock", "packaging") if n in record][:2]
+    lab_ssh(name, f"sudo {env}/bin/python3 -m pip uninstall -y -q {removed} && sudo sed -i 's/^Version: .*/Version: "
+                  f"0.0.1/' {env}/lib/python3*/site-packages/{downgraded}-*.dist-info/METADATA")
+    proc = verify_vllm(lab, name, "-k", "environment_holds")
+    out = " ".join(proc.stdout.split())
+    assert proc.returncode == 1, out[-3000:]
+    assert f"{removed}: expected {record[removed]}, actual not installed" in out, out[-3000:]
+    assert f"{downgraded}: expected {record[downgraded]}, actual 0.0.1" in out, out[-3000:]
+    env_id = env.rsplit("/", 1)[-1]
+    assert planned_for(name, FLAGS) == [
+        f"vllm | vLLM environment {env_id}: packages differ from its record: the recorded versions put back",
+        "vllm | vllm: restart on what is staged, in batches of vllm_max_unavailable, each ready before the next"]
+    proc = deploy(FLAGS)
+    out = proc.stdout + proc.stderr
+    assert out.count("vllm: ready in") == 1, out[-3000:]
+    assert f"differs from its record: {removed}: expected {record[removed]}, actual not installed" in out
+    assert verify_vllm(lab, name).returncode == 0
+    assert planned_for(name, FLAGS) == []
+
+
+def test_a_removed_model_link_is_planned_as_the_link_and_a_deploy_puts_it_back(lab, serving):
+    name = list(serving)[-1]
+    args = lab_ssh(name, "tr '\\0' ' ' < /proc/$(systemctl show -p MainPID --value vllm.service)/cmdline").stdout
+    link = args.split("--model ", 1)[1].split()[0]
+    target = lab_ssh(name, f"readlink {link}").stdout.strip()
+    lab_ssh(name, f"sudo rm {link}")
+    # what differs is the link: not "the unit changed", and no check that changes nothing
+    assert planned_for(name, FLAGS) == [
+        "vllm | vllm: model link `current` missing or not at vllm_model's version: staged for the restart",
+        "vllm | vllm: restart on what is staged, in batches of vllm_max_unavailable, each ready before the next"]
+    proc = deploy(FLAGS)
+    out = proc.stdout + proc.stderr
+    assert out.count("vllm: ready in") == 1 and f"the model link {link} is missing" in out, out[-3000:]
+    assert lab_ssh(name, f"readlink {link}").stdout.strip() == target
+    assert planned_for(name, FLAGS) == []
+    assert verify_vllm(lab, name).returncode == 0
 
 
 def test_monitoring_hand_off_matches_the_lab(serving, tmp_path):

@@ -1,0 +1,22 @@
+"""Run on a host by the verify suite with the vLLM environment's own python: the distributions it
+imports from (importlib.metadata over its sys.path inside the environment), and the record the
+deploy wrote when it made the environment (argv[1]), with the record's owner and mode.
+Prints {"actual": {name: version}, "record": {name: version} | None, "owner": uid, "mode": "0644"}."""
+import importlib.metadata
+import json
+import os
+import re
+import sys
+
+paths = [p for p in sys.path if p and os.path.realpath(p).startswith(os.path.realpath(sys.prefix) + os.sep)]
+actual = {re.sub(r"[-_.]+", "-", d.metadata["Name"]).lower(): d.version
+          for d in importlib.metadata.distributions(path=paths) if d.metadata["Name"]}
+record, owner, mode = None, None, None
+try:
+    with open(sys.argv[1]) as fh:
+        record = json.load(fh).get("packages")
+    st = os.stat(sys.argv[1])
+    owner, mode = st.st_uid, oct(st.st_mode & 0o777)
+except (OSError, ValueError):
+    pass
+print(json.dumps({"actual": actual, "record": record, "owner": owner, "mode": mode}))

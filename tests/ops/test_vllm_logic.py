@@ -1,0 +1,258 @@
+"""The vllm component's decisions, facts in and causes and commands out: what differs and why a
+restart is planned, what is staged and switched, how a hand-changed environment is repaired, and
+the roll's commands (the switch a visible host-script command, the switch-back only when the
+host did not get ready)."""
+
+import runpy
+from pathlib import Path
+
+import pytest
+from pyinfra.api import FunctionCommand, StringCommand
+
+from llmfleet import vllm
+from llmfleet.settings import validate
+from operations import vllm as ops
+
+ROOT = Path(__file__).resolve().parents[2]
+MODEL = {"name": "tiny", "version": "2", "source": "https://models.internal/t.tar", "sha256": "a" * 64,
+         "torch_dtype": "bfloat16", "num_attention_heads": 32}
+
+
+@pytest.fixture(scope="module")
+def settings():
+    d = runpy.run_path(str(ROOT / "group_data" / "all.py"))
+    return validate("gpu-1", {k: v for k, v in d.items() if not k.startswith("__")} | {"vllm_model": MODEL})
+
+
+UNIT = "the rendered unit\n"
+CLEAN_ENV = {"exists": True, "recorded": True, "added": {}, "removed": {}, "changed": {}}
+
+
+def active(settings, **override) -> dict:
+    """VllmState of a host serving exactly what the settings say."""
+    return {"unit_sha256": ops._sha(UNIT), "key_sha256": ops._sha(vllm.api_key_env(settings)),
+            "venv_target": vllm.env_dir(settings), "model_target": vllm.model_dir(settings), "env_ready": True,
+            "model_ready": True, "active": "active", "enabled": "enabled"} | override
+
+
+def test_a_host_as_deployed_has_no_cause_to_restart(settings):
+    assert ops.restart_causes(settings, active(settings), CLEAN_ENV, UNIT) == {}
+
+
+def test_a_removed_model_link_is_named_as_the_cause_not_the_unit(settings):
+    causes = ops.restart_causes(settings, active(settings, model_target=None), CLEAN_ENV, UNIT)
+    assert causes == {"model": f"the model link {vllm.model_link(settings)} is missing, not model tiny 2"}
+
+
+def test_each_difference_is_a_cause_of_its_own(settings):
+    state = active(settings, unit_sha256="0" * 64, venv_target="/opt/llmfleet/vllm/envs/old",
+                   model_target="/data/models/tiny/1")
+    causes = ops.restart_causes(settings, state, CLEAN_ENV, UNIT)
+    assert sorted(causes) == ["environment", "model", "unit"]
+    assert causes["unit"] == f"the unit {vllm.UNIT_PATH} is not the rendered one"
+    assert causes["environment"].startswith(f"the environment link {settings.vllm_venv} points to "
+                                            "/opt/llmfleet/vllm/envs/old, not environment ")
+    assert causes["model"].endswith("points to /data/models/tiny/1, not model tiny 2")
+
+
+def test_a_first_start_says_so(settings):
+    causes = ops.restart_causes(settings, active(settings, unit_sha256=None), CLEAN_ENV, UNIT)
+    assert causes == {"unit": f"first start: no unit {vllm.UNIT_PATH}"}
+
+
+def test_a_stopped_service_is_the_cause_only_when_nothing_else_differs(settings):
+    assert ops.restart_causes(settings, active(settings, active="failed"), CLEAN_ENV, UNIT) == {
+        "service": "the service is failed/enabled, not active/enabled"}
+
+
+def test_an_environment_changed_by_hand_is_a_cause_naming_each_distribution(settings):
+    env = CLEAN_ENV | {"added": {"requests": "2.32.3"}, "removed": {"typing-extensions": "4.12.2"},
+                       "changed": {"torch": ["2.9.0", "2.10.0"]}}
+    causes = ops.restart_causes(settings, active(settings), env, UNIT)
+    assert causes == {"packages": f"environment {vllm.env_id(settings)} differs from its record: "
+                                  "typing-extensions: expected 4.12.2, actual not installed; "
+                                  "torch: expected 2.9.0, actual 2.10.0; requests: expected not installed, "
+                                  "actual 2.32.3"}
+
+
+def test_an_environment_without_a_record_is_no_cause_to_restart(settings):
+    env = CLEAN_ENV | {"recorded": False}
+    assert ops.restart_causes(settings, active(settings), env, UNIT) == {}
+
+
+def test_the_repair_puts_back_the_recorded_versions_without_dependencies_and_removes_what_was_added(settings):
+    env = CLEAN_ENV | {"added": {"requests": "2.32.3"}, "removed": {"typing-extensions": "4.12.2"},
+                       "changed": {"torch": ["2.9.0", "2.10.0"]}}
+    python = f"{vllm.env_dir(settings)}/bin/python3"
+    assert ops.repair_commands(settings, env) == [
+        f"{python} -m pip install -q --no-cache-dir --disable-pip-version-check --no-deps torch==2.9.0 "
+        "typing-extensions==4.12.2",
+        f"{python} -m pip uninstall -y -q requests"]
+
+
+def test_only_what_differs_is_switched(settings):
+    assert ops.switch_args(settings, {"model": "..."}) == [
+        "switch", "--record", ops.SWITCH_RECORD, "--service", "vllm.service", "--keep", vllm.CONF_DIR,
+        "--link", vllm.model_link(settings)]
+    args = ops.switch_args(settings, {"unit": "...", "key": "...", "environment": "...", "packages": "..."})
+    assert args[7:] == ["--unit", vllm.UNIT_PATH, "--remove", vllm.API_KEY_FILE, "--link", settings.vllm_venv]
+
+
+def test_a_parser_that_cannot_run_is_a_problem_that_names_the_environment(settings):
+    problems = ops.flag_problems(settings, {"unreadable": "vLLM's parser does not load: ImportError: torch"})
+    assert problems == [f"vllm_flags: could not run the vLLM parser in {vllm.env_dir(settings)}/bin/python3: "
+                        "vLLM's parser does not load: ImportError: torch"]
+    assert ops.flag_problems(settings, {"version": "0.19.1", "ok": True, "unknown": [], "options": [],
+                                        "error": None}) == []
+
+
+def roll(settings, can_switch_back: bool, ready: bool) -> list:
+    """The roll's commands on one host whose readiness check answers `ready`."""
+    gen = ops.rolled_out._inner(settings=settings, causes={"model": "the model link is missing"},
+                                can_switch_back=can_switch_back)
+    out = []
+    for command in gen:
+        out.append(command)
+        if isinstance(command, FunctionCommand) and command.function is ops._wait_ready:
+            command.args[1].update({"ok": ready, "seconds": 1.0, "why": "vllm.service exited while starting"})
+    return out
+
+
+def test_the_roll_switches_with_a_visible_host_script_and_stops_when_ready(settings):
+    commands = roll(settings, can_switch_back=True, ready=True)
+    kinds = [c.function.__name__ if isinstance(c, FunctionCommand) else "shell" for c in commands]
+    assert kinds == ["_gate", "shell", "_wait_ready"]
+    switch = str(commands[1])
+    assert isinstance(commands[1], StringCommand) and " switch --record " in switch
+    assert f"--link {vllm.model_link(settings)}" in switch and "vllm_switch" in switch
+
+
+def test_a_host_that_does_not_get_ready_is_switched_back_and_stops_the_roll(settings):
+    commands = roll(settings, can_switch_back=True, ready=False)
+    assert [getattr(c, "function", None) for c in commands][-1] is ops._stop
+    assert " back --record " in str(commands[3])
+
+
+def test_a_first_start_that_does_not_get_ready_has_nothing_to_switch_back_to(settings):
+    commands = roll(settings, can_switch_back=False, ready=False)
+    assert len(commands) == 4 and commands[-1].function is ops._stop
+    assert not any(" back --record " in str(c) for c in commands if isinstance(c, StringCommand))
+
+
+def test_the_gate_stops_a_batch_after_a_host_that_started_and_did_not_finish():
+    class FakeHost:
+        def __init__(self, name):
+            self.name, self.logged = name, []
+
+        def log_styled(self, text, **_):
+            self.logged.append(text)
+
+    saved = {k: (set(v) if isinstance(v, set) else v) for k, v in ops._ROLL.items()}
+    try:
+        ops._ROLL.update({"started": set(), "finished": set(), "stopped_by": None})
+        first, second, third = FakeHost("h1"), FakeHost("h2"), FakeHost("h3")
+        assert ops._gate(None, first, {"model": "m"}) is True
+        ops._ROLL["finished"].add("h1")
+        assert ops._gate(None, second, {"model": "m"}) is True  # h1 finished: the roll goes on
+        assert ops._gate(None, third, {"model": "m"}) is False  # h2 started and never finished
+        assert third.logged == ["vllm: not restarted: the roll stopped after h2; this host keeps serving the "
+                                "version it had"]
+    finally:
+        ops._ROLL.update(saved)
+
+
+class PlanHost:
+    """pyinfra's `host` for the deploy code: facts from a dict, and a log."""
+
+    name = "gpu-1"
+
+    def __init__(self, facts: dict):
+        self.facts, self.logged, self.noops = facts, [], []
+
+    def get_fact(self, cls, **kwargs):
+        return self.facts[cls.__name__]
+
+    def noop(self, text):
+        self.noops.append(text)
+
+    def log_styled(self, text, **_):
+        self.logged.append(text)
+
+
+def planned(settings, monkeypatch, **facts) -> tuple[list[str], PlanHost]:
+    """The operations serve() calls, by name, for the given facts."""
+    from pyinfra.context import ctx_host
+
+    calls = []
+    for op in ("environment_made", "environment_repaired", "environment_recorded", "staged_unit", "staged_key",
+               "staged_link", "rolled_out"):
+        monkeypatch.setattr(ops, op, lambda name=None, _op=op, **kw: calls.append(name or _op))
+    monkeypatch.setattr(ops, "model_synced", lambda s: calls.append("model_synced"))
+    monkeypatch.setattr(ops.vllm, "render_unit", lambda s, gpu: UNIT)
+    fake = PlanHost({"VllmState": active(settings), "VllmEnvironment": CLEAN_ENV,
+                     "VllmFlags": {"version": "0.19.1", "ok": True, "unknown": [], "options": [], "error": None}}
+                    | facts)
+    with ctx_host.use(fake):
+        ops.serve.__wrapped__(settings, gpu=True)
+    return calls, fake
+
+
+RESTART = "vllm: restart on what is staged, in batches of vllm_max_unavailable, each ready before the next"
+
+
+def test_a_deployed_host_plans_nothing_and_says_why(settings, monkeypatch):
+    calls, fake = planned(settings, monkeypatch)
+    assert calls == [] and fake.noops == ["vllm: unit, environment and its packages, model and key as deployed; "
+                                          "service active and enabled"]
+
+
+def test_a_removed_model_link_plans_the_link_and_the_restart_and_no_check(settings, monkeypatch):
+    calls, fake = planned(settings, monkeypatch, VllmState=active(settings, model_target=None))
+    assert calls == ["vllm: model link `current` missing or not at vllm_model's version: staged for the restart",
+                     RESTART]
+    assert f"vllm: restart planned: the model link {vllm.model_link(settings)} is missing, not model tiny 2" \
+        in fake.logged
+
+
+def test_a_package_changed_by_hand_plans_the_repair_and_the_restart(settings, monkeypatch):
+    env = CLEAN_ENV | {"changed": {"torch": ["2.9.0", "2.10.0"]}}
+    calls, _ = planned(settings, monkeypatch, VllmEnvironment=env, VllmFlags=None)  # flags: checked after the repair
+    assert calls == [f"vLLM environment {vllm.env_id(settings)}: packages differ from its record: the recorded "
+                     "versions put back", RESTART]
+
+
+def test_an_environment_made_before_records_is_recorded_with_a_note_and_not_restarted(settings, monkeypatch):
+    calls, fake = planned(settings, monkeypatch, VllmEnvironment=CLEAN_ENV | {"recorded": False})
+    assert calls == [f"vLLM environment {vllm.env_id(settings)}: no record of its packages (made before records): "
+                     "recorded from what it holds"]
+    assert any("was made before records; this deploy records what it holds now" in line for line in fake.logged)
+
+
+def test_a_new_package_set_makes_its_environment_and_checks_the_flags_there(settings, monkeypatch):
+    calls, _ = planned(settings, monkeypatch, VllmState=active(settings, env_ready=False, venv_target="/x/envs/old"),
+                       VllmEnvironment=None, VllmFlags=None)
+    assert calls == [f"vLLM environment {vllm.env_id(settings)} ({', '.join(settings.vllm_packages)})",
+                     "vllm: environment link vllm_venv not at this package set's environment: staged for the restart",
+                     RESTART]
+
+
+def test_flags_the_installed_parser_refuses_stop_the_deploy_before_any_operation(settings, monkeypatch):
+    report = {"version": "0.19.1", "ok": False, "unknown": ["--max-num-seqz"], "options": ["--max-num-seqs"],
+              "error": None}
+    with pytest.raises(ops.OperationValueError) as exc:
+        planned(settings, monkeypatch, VllmState=active(settings, unit_sha256="0" * 64), VllmFlags=report)
+    assert str(exc.value) == ("host gpu-1: vllm_flags.max-num-seqz: vLLM 0.19.1 installed on the host has no "
+                              "--max-num-seqz (fix: did you mean --max-num-seqs?); the running service is left as "
+                              "it is")
+
+
+def test_a_key_file_left_behind_and_a_missing_key_file_are_named(settings, tmp_path):
+    causes = ops.restart_causes(settings, active(settings, key_sha256="0" * 64), CLEAN_ENV, UNIT)
+    assert causes == {"key": f"the API key file {vllm.API_KEY_FILE} is there, and vllm_api_key_file is None"}
+    key = tmp_path / "api-key"
+    key.write_text("secret-key-value\n")
+    key.chmod(0o600)
+    with_key = settings.model_copy(update={"vllm_api_key_file": str(key)})
+    causes = ops.restart_causes(with_key, active(with_key, key_sha256=None), CLEAN_ENV, UNIT)
+    assert causes == {"key": f"the API key file {vllm.API_KEY_FILE} is missing"}
+    assert "secret-key-value" not in str(causes)
