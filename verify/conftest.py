@@ -76,8 +76,25 @@ def read_files(host, *paths: str) -> dict[str, str | None]:
 
 
 def expect(host_name: str, setting: str, expected, actual) -> None:
-    """Assert with a message that names host, setting, expected and actual."""
-    assert actual == expected, f"{host_name}: {setting}: expected {expected!r}, actual {actual!r}"
+    """Assert with a message that names host, setting, expected and actual, as a person reads them
+    (no Python reprs); for dicts, one line per key that differs:
+    `lab-c1: limits (/etc/...): vllm soft nofile: expected 65536, actual not set`."""
+    from llmfleet.audit.model import show, show_key
+
+    if actual == expected:
+        return
+    lines = []
+
+    def differ(what: str, want, got) -> None:
+        if isinstance(want, dict) and isinstance(got, dict):
+            for k in [*want, *(k for k in got if k not in want)]:
+                if want.get(k) != got.get(k):
+                    differ(f"{what}: {show_key(k)}" if what else show_key(k), want.get(k), got.get(k))
+        else:
+            lines.append(f"{host_name}: {what}: expected {show(want)}, actual {show(got)}")
+
+    differ(setting, expected, actual)
+    raise AssertionError("\n".join(lines))
 
 
 @pytest.fixture(scope="module")

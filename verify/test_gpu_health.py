@@ -29,7 +29,7 @@ def test_count_and_model(host_name, settings, gpu_profile, gpu_state):
         for what, want, got in (("model", gpu_profile.model_name, g["name"]),
                                 ("PCI device id", gpu_profile.pci_device_id, g["pci_device_id"])):
             if got != want:
-                wrong.append(f"{host_name} GPU {g['index']}: {what}: expected {want!r}, actual {got!r}")
+                wrong.append(f"{host_name} GPU {g['index']}: {what}: expected {want}, actual {got}")
     assert not wrong, "\n".join(wrong)
 
 

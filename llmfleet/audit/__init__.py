@@ -1,6 +1,6 @@
 """Fleet drift audits (`llmfleet audit`) and onboarding (`llmfleet onboard`), issue 7.
 
-- ``model``: a Problem (host, kind, check, expected, actual, message) and the fleet report.
+- ``model``: a Problem (host, kind, what, expected, actual, repair; its check id) and how values read.
 - ``inventory``: hosts and their data from a pyinfra inventory; testinfra URLs for them.
 - ``fingerprint``: the hardware fingerprint recorded at onboarding, and its comparison.
 - ``config_drift``: the deploy's dry-run plan, per host.

@@ -14,7 +14,7 @@ import subprocess
 import sys
 
 from llmfleet.audit.inventory import ROOT, AuditError, limit_args, unmatched
-from llmfleet.audit.model import Problem
+from llmfleet.audit.model import Problem, deploy_command
 
 
 def dry_run_args(inventory: str, hosts: list[str], data: list[str] | None = None) -> list[str]:
@@ -49,15 +49,32 @@ def plan(inventory: str, hosts: list[str], data: list[str] | None = None) -> tup
             raise AuditError(f"the deploy's dry run failed (exit {proc.returncode}): {_last_error(proc.stderr)}")
         for h, why in sorted(failed.items()):
             problems.append(Problem(h, "config", "deploy: dry run",
-                                    f"the deploy could not be planned here: {why[:400]}", "a plan", "an error"))
+                                    f"the deploy could not be planned here: {why[:400]}", "a plan",
+                                    f"an error: {why[:400]}", what="the deploy's plan",
+                                    repair=f"{deploy_command(inventory, h, data)} --dry (and read its error)"))
     for op in doc["plan"]:
         for h in op["hosts_with_change"]:
-            problems.append(Problem(h, "config", f"deploy: {op['name']}",
-                                    f"the deploy would change: {op['name']}", "as group data declares",
-                                    "differs (a deploy would change it)"))
+            problems.append(changed(op, h, inventory, data))
         for h in op["hosts_with_conditional_change"]:
             notes.setdefault(h, []).append(f"decided at run time, not counted: {op['name']}")
     return problems, notes, len(doc["plan"])
+
+
+# the operation's arguments that name what it manages (pyinfra's plan lists them as "key=value")
+_SUBJECTS = ("dest", "path", "service", "user", "src")
+
+
+def changed(op: dict, host: str, inventory: str, data: list[str] | None = None) -> Problem:
+    """A planned change as a person reads it: what (the file or service the operation manages, else
+    its component), expected (the operation's own name: the state it declares), the repair."""
+    name = (op.get("names") or [op["name"]])[0]
+    component, _, declared = name.rpartition(" | ")
+    args = dict(a.split("=", 1) for a in op.get("args", []) if "=" in a)
+    what = next((args[k] for k in _SUBJECTS if args.get(k)), component or declared)
+    return Problem(host, "config", f"deploy: {op['name']}", f"{name}: the deploy would change this",
+                   declared, "differs: the deploy would change it", what=what,
+                   why=f"component {component}" if component and component != what else "",
+                   repair=deploy_command(inventory, host, data))
 
 
 def _last_error(stderr: str) -> str:

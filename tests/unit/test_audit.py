@@ -17,6 +17,7 @@ from llmfleet.audit import fingerprint, report, waivers
 from llmfleet.audit.inventory import AuditError
 from llmfleet.audit.inventory import testinfra_url as infra_url
 from llmfleet.audit.model import HostResult, Problem
+from tests import audit_samples
 
 V100 = {"system": {"vendor": "Supermicro", "product": "SYS-4029GP", "serial": "S1"},
         "cpu": {"model": "Xeon Gold 6148", "count": 80, "sockets": 2}, "memory_kib": 790_000_000,
@@ -63,11 +64,22 @@ def test_memory_within_tolerance_is_not_drift():
     assert fingerprint.compare("gpu-1", V100, now) == []
 
 
+# a deploy's dry-run plan entry as pyinfra prints it (pyinfra_cli/prints.py: build_plan_json)
+SYSCTL_OP = {"op_hash": "a1", "name": "sysctls | sysctl drop-in (src=templates/sysctls/90-llmfleet.conf.j2, "
+             "dest=/etc/sysctl.d/90-llmfleet.conf)", "names": ["sysctls | sysctl drop-in"],
+             "args": ["src=templates/sysctls/90-llmfleet.conf.j2", "dest=/etc/sysctl.d/90-llmfleet.conf"],
+             "hosts_with_change": ["lab-c1"], "hosts_with_conditional_change": []}
+
+
 def problems():
-    return [Problem("lab-c1", "config", "deploy: sysctls | /etc/sysctl.d/90-llmfleet.conf", "the deploy would change"),
-            Problem("lab-c1", "state", "verify/test_sysctls.py::test_values", "lab-c1: vm.swappiness: expected 10, "
-                    "actual 60", "10", "60"),
-            Problem("lab-c2", "state", "verify/test_chrony.py::test_running", "chrony not running")]
+    from llmfleet.audit.config_drift import changed
+    from llmfleet.audit.state_drift import failures
+
+    return [changed(SYSCTL_OP, "lab-c1", "inv"),
+            *failures("lab-c1", "verify/test_sysctls.py::test_values",
+                      "AssertionError: lab-c1: vm.swappiness: expected 10, actual 60", "deploy lab-c1"),
+            *failures("lab-c2", "verify/test_chrony.py::test_running", "AssertionError: chrony not running\n"
+                      "assert 'failed' == 'active'", "deploy lab-c2")]
 
 
 def test_waivers_mark_matching_problems_and_an_expired_one_fails(tmp_path):
@@ -106,7 +118,8 @@ def results(ps: list[Problem], unreachable: tuple[str, ...] = ()) -> dict[str, H
         out[p.host].problems.append(p)
     for n in unreachable:
         out[n].reachable = False
-        out[n].problems.append(Problem(n, "unreachable", "reachable", "did not answer"))
+        out[n].problems.append(Problem(n, "unreachable", "reachable", "did not answer", "answers",
+                                       "no answer: Connection refused", what="SSH", repair="check SSH to the host"))
     return out
 
 
@@ -132,8 +145,7 @@ def test_the_report_says_what_changed_since_the_last_audit(tmp_path):
     assert previous == json.loads(json.dumps(first))
     now = problems()[1:] + [Problem("lab-c3", "config", "deploy: chrony | restart", "would change")]
     second = report.build("inv", None, results(now), [], previous, path, "t2")
-    assert second["changes_since_last"]["resolved"] == ["lab-c1 | config | deploy: sysctls | "
-                                                        "/etc/sysctl.d/90-llmfleet.conf"]
+    assert second["changes_since_last"]["resolved"] == [f"lab-c1 | config | deploy: {SYSCTL_OP['name']}"]
     assert second["changes_since_last"]["new"] == ["lab-c3 | config | deploy: chrony | restart"]
     # an audit of fewer hosts (--limit) or fewer kinds (--skip) resolves nothing it did not look at
     only_c3 = {"lab-c3": results(now)["lab-c3"]}
@@ -144,7 +156,7 @@ def test_the_report_says_what_changed_since_the_last_audit(tmp_path):
                                                            "lab-c2 | state | verify/test_chrony.py::test_running"]
 
 
-def test_junit_and_html(tmp_path):
+def test_junit_says_per_item_what_expected_actual_and_the_repair(tmp_path):
     ps = problems()
     ps[2].waived = "known"
     doc = report.build("inv", None, results(ps, unreachable=("lab-c3",)), [], None, None, "t")
@@ -154,9 +166,102 @@ def test_junit_and_html(tmp_path):
     assert suites["lab-c1"].get("failures") == "2"
     assert suites["lab-c2"].get("skipped") == "1" and suites["lab-c3"].get("errors") == "1"
     failure = suites["lab-c1"].find("testcase[@name='verify/test_sysctls.py::test_values']/failure")
-    assert "expected: 10" in failure.text and "actual: 60" in failure.text
-    page = paths["html"].read_text()
-    assert "vm.swappiness: expected 10, actual 60" in page and "waived: known" in page and "<script" not in page
+    assert failure.get("message") == "vm.swappiness: expected 10, actual 60"
+    assert failure.text.splitlines() == ["host: lab-c1", "what: vm.swappiness", "expected: 10", "actual: 60",
+                                         "repair: deploy lab-c1"]
+
+
+def test_a_verify_failure_is_one_problem_per_setting_that_differs():
+    from llmfleet.audit.state_drift import failures
+
+    want = {("vllm", "soft", "nofile"): "65536", ("vllm", "hard", "nofile"): "65536", ("vllm", "soft", "memlock"): "x"}
+    got = {("vllm", "soft", "nofile"): None, ("vllm", "hard", "nofile"): "1024", ("vllm", "soft", "memlock"): "x"}
+    message = audit_samples.expect_message("lab-c1", "limits (/etc/security/limits.d/90-llmfleet.conf)", want, got)
+    assert message.splitlines() == [
+        "lab-c1: limits (/etc/security/limits.d/90-llmfleet.conf): vllm soft nofile: expected 65536, actual not set",
+        "lab-c1: limits (/etc/security/limits.d/90-llmfleet.conf): vllm hard nofile: expected 65536, actual 1024"]
+    # as the audit's pytest plugin records it: pytest's exception line
+    ps = failures("lab-c1", "verify/test_limits.py::test_limits", "AssertionError: " + message, "pyinfra x")
+    assert [(p.what, p.expected, p.actual) for p in ps] == [
+        ("limits (/etc/security/limits.d/90-llmfleet.conf): vllm soft nofile", "65536", "not set"),
+        ("limits (/etc/security/limits.d/90-llmfleet.conf): vllm hard nofile", "65536", "1024")]
+    assert all(p.host == "lab-c1" and p.kind == "state" and p.repair == "pyinfra x" for p in ps)
+
+
+@pytest.mark.parametrize("expected,actual,line", [
+    ({"vm.swappiness": "1", "vm.max_map_count": "262144"}, {"vm.swappiness": "37", "vm.max_map_count": "262144"},
+     "h: sysctls: vm.swappiness: expected 1, actual 37"),
+    ({"ActiveState": "active"}, {"ActiveState": "failed", "SubState": "dead"},
+     "h: sysctls: ActiveState: expected active, actual failed\nh: sysctls: SubState: expected not set, actual dead"),
+    ({"global": {"index-url": "http://m/simple"}}, {"global": {}},
+     "h: sysctls: global: index-url: expected http://m/simple, actual not set"),
+    (["performance"] * 8, ["performance"] * 7 + ["powersave"],
+     "h: sysctls: expected performance ×8, actual performance ×7, powersave"),
+    ([], ["NVRM: Xid 79"], "h: sysctls: expected none, actual NVRM: Xid 79"),
+    (True, False, "h: sysctls: expected yes, actual no"),
+    ("active", "", 'h: sysctls: expected active, actual ""'),
+    (200, None, "h: sysctls: expected 200, actual not set"),
+])
+def test_expect_says_values_as_a_person_reads_them(expected, actual, line):
+    assert audit_samples.expect_message("h", "sysctls", expected, actual) == line
+
+
+def test_expect_passes_equal_values():
+    audit_samples.expect_message("h", "sysctls", {"a": "1"}, {"a": "1"}, fails=False)
+
+
+def test_a_failure_without_expected_and_actual_keeps_its_first_line():
+    from llmfleet.audit.state_drift import failures
+
+    (p,) = failures("lab-c2", "verify/test_chrony.py::test_running",
+                    "AssertionError: lab-c2: chrony not running\nassert 'failed' == 'active'", "r")
+    assert (p.what, p.why, p.expected, p.actual) == ("test_running", "chrony not running", None, None)
+    (p,) = failures("lab-c1", "verify/test_gpu_health.py::test_x",
+                    "Failed: lab-c1: vllm_venv: expected a python at /opt/v/bin/python3, actual: none (deploy it)",
+                    "r")
+    assert (p.what, p.expected, p.actual) == ("vllm_venv", "a python at /opt/v/bin/python3", "none (deploy it)")
+    (p, q) = failures("lab-c1", "verify/test_gpu_clocks.py::test_clocks",
+                      "AssertionError: lab-c1 GPU 0: clocks: expected 1380, actual 1200\n"
+                      "lab-c1 GPU 3: clocks: expected 1380, actual 900", "r")
+    assert (p.what, p.actual, q.what, q.actual) == ("GPU 0: clocks", "1200", "GPU 3: clocks", "900")
+
+
+def test_a_planned_change_names_the_operation_once_with_what_it_manages_and_the_repair():
+    from llmfleet.audit.config_drift import changed
+
+    p = changed(SYSCTL_OP, "lab-c1", "inventories/lab.py", ["vllm_enabled=False"])
+    assert p.check == "deploy: " + SYSCTL_OP["name"]  # the id waivers match: unchanged
+    assert (p.what, p.expected, p.actual) == ("/etc/sysctl.d/90-llmfleet.conf", "sysctl drop-in",
+                                              "differs: the deploy would change it")
+    assert p.message == "sysctls | sysctl drop-in: the deploy would change this"
+    assert p.repair == "pyinfra inventories/lab.py deploy.py --limit lab-c1 --data vllm_enabled=False"
+    service = changed({"name": "chrony | chrony is enabled and running", "names": [], "args": []}, "h", "inv")
+    assert (service.what, service.expected, service.why) == ("chrony", "chrony is enabled and running", "")
+    assert service.message.count("chrony is enabled and running") == 1
+
+
+def test_every_kind_reads_as_host_what_expected_actual_repair():
+    found = {(r["host"], r["kind"]): r for r in report.rows(audit_samples.every_kind())}
+    assert set(found) == {("lab-c1", "config"), ("lab-c1", "state"), ("lab-c2", "hardware"), ("lab-c2", "state"),
+                          ("lab-c3", "unreachable"), ("lab-c*", "waiver")}
+    inv = "inventories/lab.py"
+    assert {k: found[k]["repair"] for k in found} == {
+        ("lab-c1", "config"): f"pyinfra {inv} deploy.py --limit lab-c1",
+        ("lab-c1", "state"): f"pyinfra {inv} deploy.py --limit lab-c1",
+        ("lab-c2", "hardware"): f"check the part on lab-c2; if the change is intended, record the hardware again: "
+                                f"llmfleet onboard {inv} --limit lab-c2 --restart",
+        ("lab-c2", "state"): f"pyinfra {inv} deploy.py --limit lab-c2",
+        ("lab-c3", "unreachable"): f"check SSH to the host (pyinfra {inv} exec --limit lab-c3 -- true), then audit "
+                                   "again",
+        ("lab-c*", "waiver"): "resolve the problems it covered, or give the waiver a later expires: in waivers.yml"}
+    assert [found[("lab-c1", "state")][k] for k in ("what", "expected", "actual")] == \
+        ["limits (/etc/security/limits.d/90-llmfleet.conf): vllm soft nofile", "65536", "not set"]
+    assert [found[("lab-c2", "hardware")][k] for k in ("what", "expected", "actual")] == \
+        ["nvlink", "GPU1-GPU2: NV2", "GPU1-GPU2: SYS"]
+    assert found[("lab-c2", "state")]["waived"] == "swappiness trial OPS-1 (until 2099-12-31)"
+    for r in found.values():
+        for v in (r["what"], r["expected"], r["actual"]):
+            assert not any(t in v for t in ("{", "}", "('", "['", "None")), r
 
 
 def test_html_escapes_what_hosts_report(tmp_path):
