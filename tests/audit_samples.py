@@ -16,11 +16,13 @@ from llmfleet.audit.run import hardware_repair, unreachable, waiver_repair
 from llmfleet.audit.state_drift import failures
 
 INVENTORY = "inventories/lab.py"
-# a deploy's dry-run plan entry as pyinfra prints it (pyinfra_cli/prints.py: build_plan_json)
-SYSCTL_OP = {"op_hash": "a1", "name": "sysctls | sysctl drop-in (src=templates/sysctls/90-llmfleet.conf.j2, "
-             "dest=/etc/sysctl.d/90-llmfleet.conf)", "names": ["sysctls | sysctl drop-in"],
-             "args": ["src=templates/sysctls/90-llmfleet.conf.j2", "dest=/etc/sysctl.d/90-llmfleet.conf"],
-             "hosts_with_change": ["lab-c1"], "hosts_with_conditional_change": []}
+# a deploy's dry-run plan entry as pyinfra prints it (pyinfra_cli/prints.py: build_plan_json); an
+# operation with a name= of its own has no args there (pyinfra attaches them to unnamed ones only)
+SYSCTL_OP = {"op_hash": "a1", "name": "sysctls | sysctl drop-in", "names": ["sysctls | sysctl drop-in"],
+             "args": [], "hosts_with_change": ["lab-c1"], "hosts_with_conditional_change": []}
+UNNAMED_OP = {"op_hash": "b2", "name": "sysctls | files.put (src=x.conf, dest=/etc/sysctl.d/90-llmfleet.conf)",
+              "names": ["sysctls | files.put"], "args": ["src=x.conf", "dest=/etc/sysctl.d/90-llmfleet.conf"],
+              "hosts_with_change": ["lab-c1"], "hosts_with_conditional_change": []}
 NVLINK = {f"GPU{i}": {f"GPU{j}": ("X" if i == j else "NV2") for j in range(4)} for i in range(4)}
 FINGERPRINT = {"system": {"vendor": "Supermicro", "product": "SYS-4029GP", "serial": "S1"}, "nvlink": NVLINK}
 

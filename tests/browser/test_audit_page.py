@@ -75,7 +75,7 @@ def test_the_page_shows_one_row_per_problem_with_host_what_expected_actual_and_r
     seen = {(r[0], r[1].split(" | ")[0], r[2].split(" | ")[0]): (r[3], r[4], r[5]) for r in rows}
     assert len(seen) == len(rows) == 7
     assert seen == {
-        ("lab-c1", "config", "/etc/sysctl.d/90-llmfleet.conf"):
+        ("lab-c1", "config", "sysctls"):
             ("sysctl drop-in", "differs: the deploy would change it", f"pyinfra {inv} deploy.py --limit lab-c1"),
         ("lab-c1", "state", "limits (/etc/security/limits.d/90-llmfleet.conf): vllm soft nofile"):
             ("65536", "not set", f"pyinfra {inv} deploy.py --limit lab-c1"),

@@ -64,11 +64,7 @@ def test_memory_within_tolerance_is_not_drift():
     assert fingerprint.compare("gpu-1", V100, now) == []
 
 
-# a deploy's dry-run plan entry as pyinfra prints it (pyinfra_cli/prints.py: build_plan_json)
-SYSCTL_OP = {"op_hash": "a1", "name": "sysctls | sysctl drop-in (src=templates/sysctls/90-llmfleet.conf.j2, "
-             "dest=/etc/sysctl.d/90-llmfleet.conf)", "names": ["sysctls | sysctl drop-in"],
-             "args": ["src=templates/sysctls/90-llmfleet.conf.j2", "dest=/etc/sysctl.d/90-llmfleet.conf"],
-             "hosts_with_change": ["lab-c1"], "hosts_with_conditional_change": []}
+SYSCTL_OP = audit_samples.SYSCTL_OP
 
 
 def problems():
@@ -145,7 +141,7 @@ def test_the_report_says_what_changed_since_the_last_audit(tmp_path):
     assert previous == json.loads(json.dumps(first))
     now = problems()[1:] + [Problem("lab-c3", "config", "deploy: chrony | restart", "would change")]
     second = report.build("inv", None, results(now), [], previous, path, "t2")
-    assert second["changes_since_last"]["resolved"] == [f"lab-c1 | config | deploy: {SYSCTL_OP['name']}"]
+    assert second["changes_since_last"]["resolved"] == ["lab-c1 | config | deploy: sysctls | sysctl drop-in"]
     assert second["changes_since_last"]["new"] == ["lab-c3 | config | deploy: chrony | restart"]
     # an audit of fewer hosts (--limit) or fewer kinds (--skip) resolves nothing it did not look at
     only_c3 = {"lab-c3": results(now)["lab-c3"]}
@@ -230,14 +226,15 @@ def test_a_planned_change_names_the_operation_once_with_what_it_manages_and_the_
     from llmfleet.audit.config_drift import changed
 
     p = changed(SYSCTL_OP, "lab-c1", "inventories/lab.py", ["vllm_enabled=False"])
-    assert p.check == "deploy: " + SYSCTL_OP["name"]  # the id waivers match: unchanged
-    assert (p.what, p.expected, p.actual) == ("/etc/sysctl.d/90-llmfleet.conf", "sysctl drop-in",
-                                              "differs: the deploy would change it")
+    assert p.check == "deploy: sysctls | sysctl drop-in"  # the id waivers match: unchanged
+    assert (p.what, p.expected, p.actual, p.why) == ("sysctls", "sysctl drop-in",
+                                                     "differs: the deploy would change it", "")
     assert p.message == "sysctls | sysctl drop-in: the deploy would change this"
+    assert p.message.count("sysctl drop-in") == 1
     assert p.repair == "pyinfra inventories/lab.py deploy.py --limit lab-c1 --data vllm_enabled=False"
-    service = changed({"name": "chrony | chrony is enabled and running", "names": [], "args": []}, "h", "inv")
-    assert (service.what, service.expected, service.why) == ("chrony", "chrony is enabled and running", "")
-    assert service.message.count("chrony is enabled and running") == 1
+    # an operation without a name of its own: pyinfra lists its arguments, and the file it manages is the what
+    q = changed(audit_samples.UNNAMED_OP, "lab-c1", "inventories/lab.py")
+    assert (q.what, q.expected, q.why) == ("/etc/sysctl.d/90-llmfleet.conf", "files.put", "component sysctls")
 
 
 def test_every_kind_reads_as_host_what_expected_actual_repair():
