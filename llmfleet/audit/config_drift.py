@@ -37,10 +37,11 @@ def plan(inventory: str, hosts: list[str], data: list[str] | None = None) -> tup
     except ValueError:
         raise AuditError(f"the deploy's dry run failed (exit {proc.returncode}): "
                          f"{_last_error(proc.stderr)}") from None
-    problems, notes = [], {}
+    problems: list[Problem] = []
+    notes: dict[str, list[str]] = {}
     if proc.returncode != 0:
         # a host whose operations could not be planned is not clean: say so, with pyinfra's line
-        failed = {}
+        failed: dict[str, str] = {}
         for line in proc.stderr.splitlines():
             m = re.match(r"\s*\[([^\]]+)\]\s+(.*)", line)
             if m and m.group(1) in hosts and "error" in line.lower():

@@ -27,7 +27,7 @@ def build(inventory: str, limit: list[str] | None, results: dict[str, HostResult
     all_problems = [p for r in results.values() for p in r.problems] + extra
     open_problems = [p for p in all_problems if not p.waived]
     keys_now = {_key(p.as_dict()) for p in open_problems}
-    changes = {"previous": previous_path, "new": [], "resolved": []}
+    changes: dict = {"previous": previous_path, "new": [], "resolved": []}
     if previous is not None:
         looked = set(kinds_run) | {"unreachable"}
         before = {_key(p): p for h in previous["hosts"].values() for p in h["problems"]
@@ -192,7 +192,7 @@ def terminal(doc: dict):
         t.add_row(name, Text(state, style=style), str(h["checks_run"]),
                   *[str(sum(p["kind"] == k for p in live)) for k in ("unreachable", "config", "state", "hardware")],
                   str(len(h["problems"]) - len(live)))
-    out = [t]
+    out: list[Table | Text] = [t]
     for r in rows(doc):  # one block per problem: what, expected, actual, repair
         block = Text(style="dim" if r["waived"] else "")
         block.append(f"{r['host']}  {r['kind']}  ", style="bold" if r["waived"] else "bold red")

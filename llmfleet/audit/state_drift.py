@@ -69,7 +69,9 @@ def verify(inventory: str, hosts: list[dict], workers: int = 8, marker: str = "n
         lines = [json.loads(x) for x in results.read_text().splitlines()] if results.is_file() else []
         return name, proc, lines
 
-    problems, counts, notes = [], {}, {}
+    problems: list[Problem] = []
+    counts: dict[str, int] = {}
+    notes: dict[str, list[str]] = {}
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         for name, proc, lines in pool.map(one, list(urls)):
             host_token = urls[name].split("?", 1)[0]
