@@ -65,7 +65,9 @@ def show(value: object) -> str:
                 runs.append([v, 1])
         return ", ".join(show(v) + (f" ×{n}" if n > 1 else "") for v, n in runs) or "none"
     text = str(value)
-    return text if text.strip() == text and text else f'"{text}"'
+    if not text:
+        return "empty"
+    return text if text.strip() == text else f'"{text}"'
 
 
 def show_key(key: object) -> str:

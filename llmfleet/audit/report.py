@@ -140,6 +140,7 @@ code{font-family:ui-monospace,monospace;font-size:90%;background:#f3f3f3;padding
 .clean{color:#060}.drift{color:#a00}
 .sub{display:block;color:#666;font-size:85%}
 .kind{font-weight:bold;display:block}
+.w{white-space:nowrap}
 </style>
 </head><body>
 <h1>llmfleet audit: {{ doc.inventory }}</h1>
@@ -163,7 +164,8 @@ Exit status {{ doc.exit_status }}.</p>
 <td>{{ r.what }}{% if r.why %}<span class="sub">{{ r.why }}</span>{% endif %}<span class="sub">check:
  {{ r.check }}</span></td>
 <td class="expected">{{ r.expected }}</td><td class="actual">{{ r.actual }}</td>
-<td>{% if r.repair %}<code>{{ r.repair }}</code>{% endif %}</td></tr>
+<td>{% if r.repair %}<code>{% for w in r.repair.split(' ') %}<span class="w">{{ w }}</span>{{ ' ' if not loop.last }}
+{%- endfor %}</code>{% endif %}</td></tr>
 {% endfor %}</table>{% else %}<p class="clean">none</p>{% endif %}
 <h2>Since the last audit</h2>
 {% if doc.changes_since_last.previous %}<p>compared with {{ doc.changes_since_last.previous }}</p>

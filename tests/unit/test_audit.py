@@ -195,7 +195,8 @@ def test_a_verify_failure_is_one_problem_per_setting_that_differs():
      "h: sysctls: expected performance ×8, actual performance ×7, powersave"),
     ([], ["NVRM: Xid 79"], "h: sysctls: expected none, actual NVRM: Xid 79"),
     (True, False, "h: sysctls: expected yes, actual no"),
-    ("active", "", 'h: sysctls: expected active, actual ""'),
+    ("active", "", "h: sysctls: expected active, actual empty"),
+    ("a b", " a b ", 'h: sysctls: expected a b, actual " a b "'),
     (200, None, "h: sysctls: expected 200, actual not set"),
 ])
 def test_expect_says_values_as_a_person_reads_them(expected, actual, line):
