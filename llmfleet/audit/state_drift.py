@@ -25,6 +25,24 @@ from llmfleet.audit.model import Problem, deploy_command
 _DIFFERS = re.compile(r"(?P<what>.+?): expected (?P<expected>.*?), actual:? (?P<actual>.*)")
 
 
+# verify checks whose failure a deploy cannot repair (the deploy repairs every other one)
+GPU_HARDWARE = tuple(f"verify/test_gpu_health.py::{t}" for t in (
+    "test_pci_gpu_count", "test_count_and_model", "test_memory", "test_ecc", "test_memory_error_management",
+    "test_pcie_link", "test_nvlink", "test_no_xid_errors"))
+MIRRORS_ANSWER = "verify/test_mirrors.py::test_mirrors_answer"
+
+
+def repair_for(check: str, inventory: str, host: str, data: list[str] | None = None) -> str:
+    """The command (or step) that repairs a failed verify check on a host."""
+    if check in GPU_HARDWARE:
+        return (f"a deploy does not repair GPU hardware: look at the GPUs of {host} (nvidia-smi -q; the kernel "
+                f"log: journalctl -k | grep -i xid); a replaced part is recorded with llmfleet onboard {inventory} "
+                f"--limit {host} --restart")
+    if check == MIRRORS_ANSWER:
+        return f"a deploy does not make a mirror answer: check the mirror, and the network from {host} to it"
+    return deploy_command(inventory, host, data)
+
+
 def failures(host: str, check: str, message: str, repair: str) -> list[Problem]:
     """A failed verify check as problems: one per line that says what differs, expected and actual;
     one with the failure's first line when none does."""
@@ -87,7 +105,7 @@ def verify(inventory: str, hosts: list[dict], workers: int = 8, marker: str = "n
                 if r["outcome"] != "failed":
                     continue
                 check = r["nodeid"].replace(host_token, "").replace("[]", "").replace("[-", "[").replace("-]", "]")
-                problems += failures(name, check, r["message"] or "", deploy_command(inventory, name, data))
+                problems += failures(name, check, r["message"] or "", repair_for(check, inventory, name, data))
             if not lines and proc.returncode != 0:
                 output = (proc.stdout + proc.stderr).strip()[-400:]
                 problems.append(Problem(name, "state", "verify", "the verify suite did not run: " + output,

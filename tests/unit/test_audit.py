@@ -207,6 +207,30 @@ def test_expect_passes_equal_values():
     audit_samples.expect_message("h", "sysctls", {"a": "1"}, {"a": "1"}, fails=False)
 
 
+def test_a_verify_failure_a_deploy_cannot_repair_says_what_to_do_instead():
+    from llmfleet.audit.state_drift import repair_for
+
+    assert repair_for("verify/test_limits.py::test_limits", "inv", "h1", ["a=1"]) == \
+        "pyinfra inv deploy.py --limit h1 --data a=1"
+    assert repair_for("verify/test_gpu_health.py::test_no_xid_errors", "inv", "h1").startswith(
+        "a deploy does not repair GPU hardware: look at the GPUs of h1 (nvidia-smi -q;")
+    assert repair_for("verify/test_gpu_health.py::test_nouveau_not_loaded", "inv", "h1") == \
+        "pyinfra inv deploy.py --limit h1"
+    assert repair_for("verify/test_mirrors.py::test_mirrors_answer", "inv", "h1").startswith(
+        "a deploy does not make a mirror answer")
+
+
+def test_the_checks_a_deploy_cannot_repair_exist_in_verify():
+    import re
+
+    from llmfleet.audit.inventory import ROOT
+    from llmfleet.audit.state_drift import GPU_HARDWARE, MIRRORS_ANSWER
+
+    for check in (*GPU_HARDWARE, MIRRORS_ANSWER):
+        path, _, name = check.partition("::")
+        assert re.search(rf"^def {name}\(", (ROOT / path).read_text(), re.M), check
+
+
 def test_a_failure_without_expected_and_actual_keeps_its_first_line():
     from llmfleet.audit.state_drift import failures
 
