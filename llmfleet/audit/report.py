@@ -78,14 +78,18 @@ def write(doc: dict, folder: Path) -> dict[str, Path]:
 
 def rows(doc: dict) -> list[dict]:
     """Every problem of the report as a person reads it (the terminal list, the HTML table, JUnit):
-    host, kind, what, expected, actual, repair, and the check id and waiver when there is one."""
+    host, kind, what, expected, actual, repair, the waiver when there is one, and the check id (the one
+    waivers name; `check_note` only where the row does not already say it)."""
     out = []
     for p in [p for h in doc["hosts"].values() for p in h["problems"]] + doc["fleet_problems"]:
         given = p["expected"] is not None or p["actual"] is not None
-        out.append({"host": p["host"], "kind": p["kind"], "check": p["check"], "waived": p["waived"],
-                    "what": p.get("what") or p["check"], "why": p.get("why") or ("" if given else p["message"]),
-                    "expected": show(p["expected"]) if given else "", "actual": show(p["actual"]) if given else "",
-                    "repair": p.get("repair") or "", "message": p["message"]})
+        r = {"host": p["host"], "kind": p["kind"], "check": p["check"], "waived": p["waived"],
+             "what": p.get("what") or p["check"], "why": p.get("why") or ("" if given else p["message"]),
+             "expected": show(p["expected"]) if given else "", "actual": show(p["actual"]) if given else "",
+             "repair": p.get("repair") or "", "message": p["message"]}
+        said = {r["what"], f"hardware: {r['what']}", f"deploy: {r['what']} | {r['expected']}"}
+        r["check_note"] = "" if p["check"] in said else p["check"]
+        out.append(r)
     return out
 
 
@@ -161,8 +165,8 @@ Exit status {{ doc.exit_status }}.</p>
 {% for r in rows %}<tr class="{{ 'waived' if r.waived else 'open' }}"><td>{{ r.host }}</td>
 <td><span class="kind">{{ r.kind }}</span>{% if r.waived %}<span class="sub">waived: {{ r.waived }}</span>
 {%- endif %}</td>
-<td>{{ r.what }}{% if r.why %}<span class="sub">{{ r.why }}</span>{% endif %}<span class="sub">check:
- {{ r.check }}</span></td>
+<td>{{ r.what }}{% if r.why %}<span class="sub">{{ r.why }}</span>{% endif %}
+{%- if r.check_note %}<span class="sub">check: {{ r.check_note }}</span>{% endif %}</td>
 <td class="expected">{{ r.expected }}</td><td class="actual">{{ r.actual }}</td>
 <td>{% if r.repair %}<code>{% for w in r.repair.split(' ') %}<span class="w">{{ w }}</span>{{ ' ' if not loop.last }}
 {%- endfor %}</code>{% endif %}</td></tr>
@@ -200,7 +204,7 @@ def terminal(doc: dict):
         block.append(f"{r['host']}  {r['kind']}  ", style="bold" if r["waived"] else "bold red")
         block.append(r["what"], style="bold")
         for label, key in (("", "why"), ("expected", "expected"), ("actual", "actual"), ("repair", "repair"),
-                           ("check", "check"), ("waived", "waived")):
+                           ("check", "check_note"), ("waived", "waived")):
             if r[key]:
                 block.append(f"\n    {label:<9} {r[key]}" if label else f"\n    {r[key]}")
         out.append(block)

@@ -91,6 +91,10 @@ def test_the_page_shows_one_row_per_problem_with_host_what_expected_actual_and_r
         ("lab-c*", "waiver", "waiver of deploy: chrony* (hosts lab-c*)"):
             ("valid on 2026-11-29", "expired on 2026-01-01",
              "resolve the problems it covered, or give the waiver a later expires: in waivers.yml")}
+    config = next(r for r in rows if r[1] == "config")
+    assert " ".join(config).count("sysctl drop-in") == 1  # the operation's name once
+    assert rows[1][2] == ("limits (/etc/security/limits.d/90-llmfleet.conf): vllm soft nofile | "
+                          "check: verify/test_limits.py::test_limits")  # the id a waiver names, where it adds
     waived = next(r for r in rows if r[2].startswith("sysctls in force"))
     assert waived[1] == "state | waived: swappiness trial OPS-1 (until 2099-12-31)"
     # nothing a person reads is a Python repr, and nothing is escaped twice or not at all

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
+import io
 import json
 import os
 import subprocess
@@ -365,3 +366,24 @@ def test_a_missing_inventory_file_is_refused_not_taken_for_a_host_name():
         from llmfleet.audit.inventory import hosts
 
         hosts("inventories/nope.py")
+
+
+def test_the_terminal_list_has_one_block_per_problem_with_what_expected_actual_and_repair():
+    from rich.console import Console
+
+    console = Console(width=200, record=True, file=io.StringIO())
+    for part in report.terminal(audit_samples.every_kind()):
+        console.print(part, highlight=False)
+    text = console.export_text()
+    assert ("lab-c1  state  limits (/etc/security/limits.d/90-llmfleet.conf): vllm soft nofile\n"
+            "    expected  65536\n"
+            "    actual    not set\n"
+            "    repair    pyinfra inventories/lab.py deploy.py --limit lab-c1\n"
+            "    check     verify/test_limits.py::test_limits\n") in text
+    assert ("lab-c1  config  sysctls\n"
+            "    expected  sysctl drop-in\n"
+            "    actual    differs: the deploy would change it\n"
+            "    repair    pyinfra inventories/lab.py deploy.py --limit lab-c1\n") in text
+    assert "    waived    swappiness trial OPS-1 (until 2099-12-31)\n" in text
+    assert "3 hosts: 0 clean, 2 with drift, 1 unreachable; 5 problems, 1 waived: drift found" in text
+    assert not any(t in text for t in ("{'", "('", "['", "None"))
