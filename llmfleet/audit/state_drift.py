@@ -3,9 +3,9 @@
 Each host's checks gather their state in a few round trips (verify/: one command per component),
 so a host costs the same whatever the fleet's size; hosts run in parallel (``workers``). Failures
 come back with the verify suite's own message, one line per setting that differs
-(`host: setting: expected X, actual Y`, verify/conftest.py's `expect`), read here into one problem
-per line. Acceptance checks
-(``-m acceptance``: the throughput probe) are performance, not state: audits skip them."""
+(`host: setting: expected X, actual Y`: verify/conftest.py's `expect`), read here into one problem
+per line, with the command that repairs it. Acceptance checks (``-m acceptance``: the throughput
+probe) are performance, not state: audits skip them."""
 
 from __future__ import annotations
 
