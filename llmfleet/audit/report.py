@@ -106,8 +106,10 @@ def junit(doc: dict) -> bytes:
                               skipped=str(sum(bool(p["waived"]) for p in probs)))
         if not probs:
             ET.SubElement(suite, "testcase", classname=name, name=f"clean ({h['checks_run']} checks)")
-        for p in probs:
-            case = ET.SubElement(suite, "testcase", classname=f"{name}.{p['kind']}", name=p["check"])
+        repeated = {c for c in (p["check"] for p in probs) if sum(q["check"] == c for q in probs) > 1}
+        for p in probs:  # a check that found several settings differ: one test case each, named by what
+            case = ET.SubElement(suite, "testcase", classname=f"{name}.{p['kind']}",
+                                 name=f"{p['check']}: {p['what']}" if p["check"] in repeated else p["check"])
             if p["waived"]:
                 ET.SubElement(case, "skipped", message=f"waived: {p['waived']}")
             else:

@@ -166,6 +166,16 @@ def test_junit_says_per_item_what_expected_actual_and_the_repair(tmp_path):
     assert failure.get("message") == "vm.swappiness: expected 10, actual 60"
     assert failure.text.splitlines() == ["host: lab-c1", "what: vm.swappiness", "expected: 10", "actual: 60",
                                          "repair: deploy lab-c1"]
+    # a check that found two settings differ is two test cases, each named by its setting
+    from llmfleet.audit.state_drift import failures
+
+    two = failures("lab-c1", "verify/test_limits.py::test_limits", "AssertionError: lab-c1: limits: vllm soft nofile: "
+                   "expected 65536, actual 1024\nlab-c1: limits: vllm hard nofile: expected 65536, actual 1024", "r")
+    doc = report.build("inv", None, results(two), [], None, None, "t")
+    names = [c.get("name") for c in ET.fromstring(report.junit(doc)).iter("testcase")]
+    assert names == ["verify/test_limits.py::test_limits: limits: vllm soft nofile",
+                     "verify/test_limits.py::test_limits: limits: vllm hard nofile", "clean (40 checks)",
+                     "clean (40 checks)"]
 
 
 def test_a_verify_failure_is_one_problem_per_setting_that_differs():
