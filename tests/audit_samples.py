@@ -27,13 +27,18 @@ NVLINK = {f"GPU{i}": {f"GPU{j}": ("X" if i == j else "NV2") for j in range(4)} f
 FINGERPRINT = {"system": {"vendor": "Supermicro", "product": "SYS-4029GP", "serial": "S1"}, "nvlink": NVLINK}
 
 
-def expect_message(host: str, setting: str, expected, actual, fails: bool = True) -> str:
-    """verify/conftest.py's `expect` on these values: its failure message ("" when it passes)."""
+def verify_conftest():
+    """verify/conftest.py, where the verify suite's `expect` and `expect_each` live."""
     spec = importlib.util.spec_from_file_location("verify_conftest", ROOT / "verify" / "conftest.py")
     conftest = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(conftest)
+    return conftest
+
+
+def expect_message(host: str, setting: str, expected, actual, fails: bool = True) -> str:
+    """verify's `expect` on these values: its failure message ("" when it passes)."""
     try:
-        conftest.expect(host, setting, expected, actual)
+        verify_conftest().expect(host, setting, expected, actual)
     except AssertionError as exc:
         assert fails, str(exc)
         return str(exc)

@@ -110,8 +110,11 @@ CONTAINER_SKIP = "container host: shares the machine's kernel, so {what} is the 
 
 
 def expect_each(host_name: str, setting: str, expected, actual_by_gpu: dict[int, object]) -> None:
-    """Assert one value on every GPU; the message lists each GPU that differs, with expected and actual."""
-    wrong = [f"{host_name} GPU {i}: {setting}: expected {expected!r}, actual {actual!r}"
+    """Assert one value on every GPU; the message lists each GPU that differs, with expected and actual
+    as a person reads them (no Python reprs)."""
+    from llmfleet.audit.model import show
+
+    wrong = [f"{host_name} GPU {i}: {setting}: expected {show(expected)}, actual {show(actual)}"
              for i, actual in sorted(actual_by_gpu.items()) if actual != expected]
     assert not wrong, "\n".join(wrong)
 

@@ -397,3 +397,18 @@ def test_the_terminal_list_has_one_block_per_problem_with_what_expected_actual_a
     assert "    waived    swappiness trial OPS-1 (until 2099-12-31)\n" in text
     assert "3 hosts: 0 clean, 2 with drift, 1 unreachable; 5 problems, 1 waived: drift found" in text
     assert not any(t in text for t in ("{'", "('", "['", "None"))
+
+
+def test_expect_each_names_each_gpu_that_differs_without_reprs():
+    from llmfleet.audit.state_drift import failures
+
+    conftest = audit_samples.verify_conftest()
+    with pytest.raises(AssertionError) as exc:
+        conftest.expect_each("h1", "remapped rows: pending, failure", {"pending": False, "failure": False},
+                             {0: {"pending": False, "failure": False}, 3: {"pending": True, "failure": False}})
+    assert str(exc.value) == ("h1 GPU 3: remapped rows: pending, failure: expected pending: no; failure: no, "
+                              "actual pending: yes; failure: no")
+    (p,) = failures("h1", "verify/test_gpu_health.py::test_memory_error_management", f"AssertionError: {exc.value}",
+                    "r")
+    assert (p.what, p.expected, p.actual) == ("GPU 3: remapped rows: pending, failure", "pending: no; failure: no",
+                                              "pending: yes; failure: no")
