@@ -412,3 +412,24 @@ def test_expect_each_names_each_gpu_that_differs_without_reprs():
                     "r")
     assert (p.what, p.expected, p.actual) == ("GPU 3: remapped rows: pending, failure", "pending: no; failure: no",
                                               "pending: yes; failure: no")
+
+
+def test_gpu_check_failures_as_an_h200_checked_as_a_v100_reports_them_read_as_what_expected_actual():
+    from llmfleet.audit.state_drift import failures
+
+    conftest = audit_samples.verify_conftest()
+    with pytest.raises(AssertionError) as clocks:  # verify/test_gpu_clocks.py's values on the lent H200
+        conftest.expect_each("@local", "gpu_profiles.v100_sxm2_32gb_x8.app_clocks (memory, graphics MHz)",
+                             (877, 1530), {0: (3201, 1980)})
+    with pytest.raises(AssertionError) as pages:
+        conftest.expect_each("@local", "retired pages pending (page retirement)", 0, {0: {"error": "Not Supported"}})
+    flavour = audit_samples.expect_message(
+        "@local", "nvidia_driver_flavour (NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04)",
+        "proprietary", "open")
+    seen = [(p.what, p.expected, p.actual) for m in (str(clocks.value), str(pages.value), flavour)
+            for p in failures("@local", "verify/x.py::y", "AssertionError: " + m, "r")]
+    assert seen == [
+        ("GPU 0: gpu_profiles.v100_sxm2_32gb_x8.app_clocks (memory, graphics MHz)", "877, 1530", "3201, 1980"),
+        ("GPU 0: retired pages pending (page retirement)", "0", "error: Not Supported"),
+        ("nvidia_driver_flavour (NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04)",
+         "proprietary", "open")]
