@@ -3,12 +3,13 @@
 
 VENV      := .venv
 BIN       := $(VENV)/bin
-# Debian packages the lab needs on this machine (see llmfleet/lab/config.py: TOOLS, VM_TOOLS).
+# Debian packages the lab needs on this machine (see llmfleet/lab/config.py: TOOLS, VM_TOOLS), and
+# the browser the audit page's test renders it in (tests/browser/).
 SYSDEPS   := systemd-container mmdebstrap openssh-client iproute2 chrony apt-cacher-ng \
-             qemu-system-x86 qemu-utils e2fsprogs
+             qemu-system-x86 qemu-utils e2fsprogs chromium
 DEMO_HOSTS ?= 3
 
-.PHONY: demo test unit integration sysdeps venv lint lab-down verify-device device-wheels
+.PHONY: demo test unit browser integration sysdeps venv lint lab-down verify-device device-wheels
 
 sysdeps:
 	@missing=$$(for p in $(SYSDEPS); do \
@@ -46,10 +47,14 @@ unit: venv
 	# pyinfra-style operation and fact tests: a process of their own (pyinfra_cli patches gevent in)
 	cd tests/ops && ../../$(BIN)/pytest -q -p no:cacheprovider -p no:anyio .
 
+# the audit's HTML page as a person sees it: rendered by headless Chromium (a Debian package)
+browser: sysdeps venv
+	$(BIN)/pytest tests/browser -q -p no:cacheprovider
+
 integration: sysdeps venv
 	$(BIN)/pytest tests/integration -q -p no:cacheprovider --durations=30
 
-test: lint unit integration
+test: lint unit browser integration
 
 lint: venv
 	$(BIN)/ruff check .

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 
+from llmfleet.audit.model import show, show_key  # how values read in a report (no Python reprs)
 from llmfleet.remote import python_script
 
 CONTAINER_SKIP = "container host: shares the machine's kernel, so {what} is the VM/bare-metal host's to prove"
@@ -25,13 +26,29 @@ def read_files(host, *paths: str) -> dict[str, str | None]:
 
 
 def expect(host_name: str, setting: str, expected, actual) -> None:
-    """Assert with a message that names host, setting, expected and actual."""
-    assert actual == expected, f"{host_name}: {setting}: expected {expected!r}, actual {actual!r}"
+    """Assert with a message that names host, setting, expected and actual, as a person reads them
+    (no Python reprs); for dicts, one line per key that differs:
+    `lab-c1: limits (/etc/...): vllm soft nofile: expected 65536, actual not set`."""
+    if actual == expected:
+        return
+    lines = []
+
+    def differ(what: str, want, got) -> None:
+        if isinstance(want, dict) and isinstance(got, dict):
+            for k in [*want, *(k for k in got if k not in want)]:
+                if want.get(k) != got.get(k):
+                    differ(f"{what}: {show_key(k)}" if what else show_key(k), want.get(k), got.get(k))
+        else:
+            lines.append(f"{host_name}: {what}: expected {show(want)}, actual {show(got)}")
+
+    differ(setting, expected, actual)
+    raise AssertionError("\n".join(lines))
 
 
 def expect_each(host_name: str, setting: str, expected, actual_by_gpu: dict[int, object]) -> None:
-    """Assert one value on every GPU; the message lists each GPU that differs, with expected and actual."""
-    wrong = [f"{host_name} GPU {i}: {setting}: expected {expected!r}, actual {actual!r}"
+    """Assert one value on every GPU; the message lists each GPU that differs, with expected and actual
+    as a person reads them (no Python reprs)."""
+    wrong = [f"{host_name} GPU {i}: {setting}: expected {show(expected)}, actual {show(actual)}"
              for i, actual in sorted(actual_by_gpu.items()) if actual != expected]
     assert not wrong, "\n".join(wrong)
 

@@ -28,7 +28,7 @@ def test_count_and_model(host_name, settings, gpu_profile, gpu_state):
         for what, want, got in (("model", gpu_profile.model_name, g["name"]),
                                 ("PCI device id", gpu_profile.pci_device_id, g["pci_device_id"])):
             if got != want:
-                wrong.append(f"{host_name} GPU {g['index']}: {what}: expected {want!r}, actual {got!r}")
+                wrong.append(f"{host_name} GPU {g['index']}: {what}: expected {want}, actual {got}")
     assert not wrong, "\n".join(wrong)
 
 
@@ -88,7 +88,7 @@ def test_torch_has_kernels_for_the_gpu(host_name, settings, gpu_profile, gpu_sta
                                   f"actual: {torch['error']}")
     assert gpu_profile.arch in torch["arch_list"], (
         f"{host_name}: PyTorch {torch['version']} in {settings.vllm_venv}: expected kernels for {gpu_profile.arch} "
-        f"({gpu_profile.model_name}), actual arch list {torch['arch_list']}")
+        f"({gpu_profile.model_name}), actual kernels for {', '.join(torch['arch_list']) or 'no architecture'}")
 
 
 def test_nouveau_not_loaded(host, host_name, gpu_profile):

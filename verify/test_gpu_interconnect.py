@@ -73,7 +73,7 @@ def test_peer_to_peer(host_name, settings, multi_gpu, links):
         pytest.skip(f"gpu_profiles.{settings.gpu_profile}.p2p is 'none': not checked")
     if "error" in links["p2p"]:
         pytest.fail(f"{host_name}: peer access: expected tested, actual: {links['p2p']['error']}")
-    _assert_none(host_name, f"gpu_profiles.{settings.gpu_profile}.p2p = {multi_gpu.p2p!r}",
+    _assert_none(host_name, f"gpu_profiles.{settings.gpu_profile}.p2p = {multi_gpu.p2p}",
                  interconnect.p2p_problems(multi_gpu, links["p2p"]))
 
 

@@ -22,17 +22,16 @@ def test_sysctls_persisted(host, host_name, settings):
 def test_sysctls_in_force(host, host_name, settings):
     paths = [proc_path(k) for k in settings.sysctls]
     state = run_remote(host, "proc_values", *paths)
-    wrong, not_settable = {}, []
+    wanted, found, not_settable = {}, {}, []
     for name, value in settings.sysctls.items():
         current, writable = state[proc_path(name)]
         want = " ".join(str(value).split())
-        have = " ".join((current or "").split())
-        if have != want:
-            if writable:
-                wrong[name] = (want, have)
-            else:
-                not_settable.append(f"{name} (is {have}, want {want})")
-    expect(host_name, "sysctls in force (expected, actual)", {}, wrong)
+        have = None if current is None else " ".join(current.split())
+        if writable:
+            wanted[name], found[name] = want, have
+        elif have != want:
+            not_settable.append(f"{name} (is {have}, want {want})")
+    expect(host_name, "sysctls in force (/proc/sys)", wanted, found)
     if not_settable:
         pytest.skip(f"container host: these sysctls belong to the machine's kernel and are read-only here: "
                     f"{', '.join(sorted(not_settable))}")

@@ -23,8 +23,8 @@ def served(host, host_name, settings):
 
 def test_unit_active_and_enabled(host_name, served):
     state, _ = served
-    expect(host_name, f"{vllm.UNIT_NAME} (ActiveState, UnitFileState)", ("active", "enabled"),
-           (state.get("active"), state.get("enabled")))
+    expect(host_name, vllm.UNIT_NAME, {"ActiveState": "active", "UnitFileState": "enabled"},
+           {"ActiveState": state.get("active"), "UnitFileState": state.get("enabled")})
 
 
 def test_process_arguments_are_the_rendered_flags(host, host_name, settings, served):

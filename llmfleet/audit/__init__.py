@@ -1,6 +1,6 @@
 """Fleet drift audits (`llmfleet audit`), issue 7 (onboarding, `llmfleet onboard`: llmfleet/onboard.py).
 
-- ``model``: a Problem (host, kind, check, expected, actual, message) and the fleet report.
+- ``model``: a Problem (host, kind, what, expected, actual, repair; its check id) and how values read.
 - ``testinfra``: testinfra URLs for inventory hosts (hosts and their data: llmfleet/inventory.py).
 - ``fingerprint``: the hardware fingerprint recorded at onboarding, and its comparison.
 - ``config_drift``: the deploy's dry-run plan, per host.

@@ -13,7 +13,7 @@ import re
 import subprocess
 import sys
 
-from llmfleet.audit.model import Problem
+from llmfleet.audit.model import Problem, deploy_command
 from llmfleet.errors import AuditError
 from llmfleet.inventory import ROOT, limit_args, unmatched
 
@@ -38,10 +38,11 @@ def plan(inventory: str, hosts: list[str], data: list[str] | None = None) -> tup
     except ValueError:
         raise AuditError(f"the deploy's dry run failed (exit {proc.returncode}): "
                          f"{_last_error(proc.stderr)}") from None
-    problems, notes = [], {}
+    problems: list[Problem] = []
+    notes: dict[str, list[str]] = {}
     if proc.returncode != 0:
         # a host whose operations could not be planned is not clean: say so, with pyinfra's line
-        failed = {}
+        failed: dict[str, str] = {}
         for line in proc.stderr.splitlines():
             m = re.match(r"\s*\[([^\]]+)\]\s+(.*)", line)
             if m and m.group(1) in hosts and "error" in line.lower():
@@ -50,15 +51,32 @@ def plan(inventory: str, hosts: list[str], data: list[str] | None = None) -> tup
             raise AuditError(f"the deploy's dry run failed (exit {proc.returncode}): {_last_error(proc.stderr)}")
         for h, why in sorted(failed.items()):
             problems.append(Problem(h, "config", "deploy: dry run",
-                                    f"the deploy could not be planned here: {why[:400]}", "a plan", "an error"))
+                                    f"the deploy could not be planned here: {why[:400]}", "a plan",
+                                    f"an error: {why[:400]}", what="the deploy's plan",
+                                    repair=f"{deploy_command(inventory, h, data)} --dry (and read its error)"))
     for op in doc["plan"]:
         for h in op["hosts_with_change"]:
-            problems.append(Problem(h, "config", f"deploy: {op['name']}",
-                                    f"the deploy would change: {op['name']}", "as group data declares",
-                                    "differs (a deploy would change it)"))
+            problems.append(changed(op, h, inventory, data))
         for h in op["hosts_with_conditional_change"]:
             notes.setdefault(h, []).append(f"decided at run time, not counted: {op['name']}")
     return problems, notes, len(doc["plan"])
+
+
+# the operation's arguments that name what it manages (pyinfra's plan lists them as "key=value")
+_SUBJECTS = ("dest", "path", "service", "user", "src")
+
+
+def changed(op: dict, host: str, inventory: str, data: list[str] | None = None) -> Problem:
+    """A planned change as a person reads it: what (the file or service the operation manages, else
+    its component), expected (the operation's own name: the state it declares), the repair."""
+    name = (op.get("names") or [op["name"]])[0]
+    component, _, declared = name.rpartition(" | ")
+    args = dict(a.split("=", 1) for a in op.get("args", []) if "=" in a)
+    what = next((args[k] for k in _SUBJECTS if args.get(k)), component or declared)
+    return Problem(host, "config", f"deploy: {op['name']}", f"{name}: the deploy would change this",
+                   declared, "differs: the deploy would change it", what=what,
+                   why=f"component {component}" if component and component != what else "",
+                   repair=deploy_command(inventory, host, data))
 
 
 def _last_error(stderr: str) -> str:

@@ -49,7 +49,7 @@ def read(inventory: str, limit: list[str] | None) -> tuple[dict[str, dict], dict
     # pyinfra's fact JSON: {fact name: {host: value}}; a host that did not answer has no value
     values = data.get("llmfleet.facts.HardwareFingerprint", {})
     found = {h: v for h, v in values.items() if isinstance(v, dict)}
-    why = {}
+    why: dict[str, str] = {}
     for line in proc.stderr.splitlines():
         m = re.match(r"\s*\[([^\]]+)\]\s+(.*)", line)
         if m and m.group(1) not in found and ("connect" in line.lower() or "error" in line.lower()):
@@ -78,7 +78,8 @@ def compare(host: str, recorded: dict, now: dict) -> list[Problem]:
     out: list[Problem] = []
 
     def add(check: str, expected, actual, why: str):
-        out.append(Problem(host, "hardware", f"hardware: {check}", f"{check}: {why}", expected, actual))
+        out.append(Problem(host, "hardware", f"hardware: {check}", f"{check}: {why}", expected, actual, what=check,
+                           why=why))
 
     for key in ("vendor", "product", "serial"):
         a, b = recorded.get("system", {}).get(key), now.get("system", {}).get(key)
@@ -100,10 +101,13 @@ def compare(host: str, recorded: dict, now: dict) -> list[Problem]:
             if g0.get(f) != g1.get(f):
                 add(f"gpus[{i}].{f}", g0.get(f), g1.get(f), why)
     if recorded.get("nvlink") != now.get("nvlink"):
-        changed = sorted({f"{r}-{c}" for r, row in (recorded.get("nvlink") or {}).items() for c, v in row.items()
-                          if (now.get("nvlink") or {}).get(r, {}).get(c) != v})
-        add("nvlink", recorded.get("nvlink"), now.get("nvlink"),
-            f"the GPU interconnect differs ({', '.join(changed[:8]) or 'topology'}): an NVLink down?")
+        before, after = recorded.get("nvlink") or {}, now.get("nvlink") or {}
+        links = sorted({(r, c) for m in (before, after) for r, row in m.items() for c in row
+                        if before.get(r, {}).get(c) != after.get(r, {}).get(c)})
+        names = [f"{r}-{c}" for r, c in links]
+        add("nvlink", {f"{r}-{c}": before.get(r, {}).get(c) for r, c in links},
+            {f"{r}-{c}": after.get(r, {}).get(c) for r, c in links},
+            f"the GPU interconnect differs ({', '.join(names[:8]) or 'topology'}): an NVLink down?")
     if recorded.get("driver") != now.get("driver"):
         add("driver", recorded.get("driver"), now.get("driver"), "a different NVIDIA driver is loaded")
     d0 = {d["name"]: d for d in recorded.get("disks", [])}

@@ -10,7 +10,7 @@ from xml.etree import ElementTree as ET
 
 from jinja2 import Environment
 
-from llmfleet.audit.model import KINDS, HostResult, Problem
+from llmfleet.audit.model import KINDS, HostResult, Problem, show
 
 SCHEMA = "llmfleet-audit/1"
 
@@ -27,7 +27,7 @@ def build(inventory: str, limit: list[str] | None, results: dict[str, HostResult
     all_problems = [p for r in results.values() for p in r.problems] + extra
     open_problems = [p for p in all_problems if not p.waived]
     keys_now = {_key(p.as_dict()) for p in open_problems}
-    changes = {"previous": previous_path, "new": [], "resolved": []}
+    changes: dict = {"previous": previous_path, "new": [], "resolved": []}
     if previous is not None:
         looked = set(kinds_run) | {"unreachable"}
         before = {_key(p): p for h in previous["hosts"].values() for p in h["problems"]
@@ -76,63 +76,114 @@ def write(doc: dict, folder: Path) -> dict[str, Path]:
     return paths
 
 
+def rows(doc: dict) -> list[dict]:
+    """Every problem of the report as a person reads it (the terminal list, the HTML table, JUnit):
+    host, kind, what, expected, actual, repair, the waiver when there is one, and the check id (the one
+    waivers name; `check_note` only where the row does not already say it)."""
+    out = []
+    for p in [p for h in doc["hosts"].values() for p in h["problems"]] + doc["fleet_problems"]:
+        given = p["expected"] is not None or p["actual"] is not None
+        r = {"host": p["host"], "kind": p["kind"], "check": p["check"], "waived": p["waived"],
+             "what": p.get("what") or p["check"], "why": p.get("why") or ("" if given else p["message"]),
+             "expected": show(p["expected"]) if given else "", "actual": show(p["actual"]) if given else "",
+             "repair": p.get("repair") or "", "message": p["message"]}
+        said = {r["what"], f"hardware: {r['what']}", f"deploy: {r['what']} | {r['expected']}"}
+        r["check_note"] = "" if p["check"] in said else p["check"]
+        out.append(r)
+    return out
+
+
 def junit(doc: dict) -> bytes:
     suites = ET.Element("testsuites", name="llmfleet audit", timestamp=doc["created"])
+    by_host: dict[str, list[dict]] = {}
+    for r in rows(doc):
+        by_host.setdefault(r["host"], []).append(r)
     for name, h in doc["hosts"].items():
-        probs = h["problems"]
+        probs = [r for r in by_host.get(name, []) if r["kind"] != "waiver"]
         suite = ET.SubElement(suites, "testsuite", name=name, tests=str(max(1, len(probs))),
                               failures=str(sum(1 for p in probs if not p["waived"] and p["kind"] != "unreachable")),
                               errors=str(sum(p["kind"] == "unreachable" for p in probs)),
                               skipped=str(sum(bool(p["waived"]) for p in probs)))
         if not probs:
             ET.SubElement(suite, "testcase", classname=name, name=f"clean ({h['checks_run']} checks)")
-        for p in probs:
-            case = ET.SubElement(suite, "testcase", classname=f"{name}.{p['kind']}", name=p["check"])
+        repeated = {c for c in (p["check"] for p in probs) if sum(q["check"] == c for q in probs) > 1}
+        for p in probs:  # a check that found several settings differ: one test case each, named by what
+            case = ET.SubElement(suite, "testcase", classname=f"{name}.{p['kind']}",
+                                 name=f"{p['check']}: {p['what']}" if p["check"] in repeated else p["check"])
             if p["waived"]:
                 ET.SubElement(case, "skipped", message=f"waived: {p['waived']}")
-            elif p["kind"] == "unreachable":
-                ET.SubElement(case, "error", message=p["message"])
             else:
-                f = ET.SubElement(case, "failure", message=p["message"][:300])
-                f.text = f"expected: {p['expected']}\nactual: {p['actual']}\n{p['message']}"
-    if doc["fleet_problems"]:
-        suite = ET.SubElement(suites, "testsuite", name="fleet", tests=str(len(doc["fleet_problems"])),
-                              failures=str(len(doc["fleet_problems"])))
-        for p in doc["fleet_problems"]:
-            ET.SubElement(ET.SubElement(suite, "testcase", classname="fleet.waiver", name=p["check"]), "failure",
-                          message=p["message"])
+                _failure(case, "error" if p["kind"] == "unreachable" else "failure", p)
+    fleet = [r for r in rows(doc) if r["kind"] == "waiver"]
+    if fleet:
+        suite = ET.SubElement(suites, "testsuite", name="fleet", tests=str(len(fleet)), failures=str(len(fleet)))
+        for p in fleet:
+            _failure(ET.SubElement(suite, "testcase", classname="fleet.waiver", name=p["check"]), "failure", p)
     return ET.tostring(suites, encoding="utf-8", xml_declaration=True)
 
 
+def _failure(case: ET.Element, tag: str, p: dict) -> None:
+    said = f"{p['what']}: expected {p['expected']}, actual {p['actual']}" if p["expected"] or p["actual"] \
+        else f"{p['what']}: {p['why']}"
+    f = ET.SubElement(case, tag, message=said[:300])
+    f.text = "\n".join(f"{k}: {p[k]}" for k in ("host", "what", "why", "expected", "actual", "repair") if p[k])
+
+
 _HTML = Environment(autoescape=True).from_string("""<!doctype html>
-<html><head><meta charset="utf-8"><title>llmfleet audit {{ doc.created }}</title>
-<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}td,th{border:1px solid #ccc;
-padding:4px 8px;text-align:left;vertical-align:top}.clean{color:#060}.drift{color:#a00}.waived{color:#777}</style>
+<html lang="en"><head><meta charset="utf-8"><title>llmfleet audit {{ doc.created }}</title>
+<style>
+body{font-family:system-ui,sans-serif;margin:2em;color:#222;line-height:1.4}
+table{border-collapse:collapse;margin-bottom:1.5em}
+td,th{border:1px solid #ccc;padding:6px 10px;text-align:left;vertical-align:top}
+th{background:#eee}
+#problems{width:100%}
+#problems td:first-child,.kind{white-space:nowrap}
+#problems td:last-child{min-width:24em}
+#problems td.expected{color:#060}
+#problems td.actual{color:#a00}
+#problems tr.waived td{color:#777;background:#f6f6f6}
+code{font-family:ui-monospace,monospace;font-size:90%;background:#f3f3f3;padding:1px 4px;word-break:break-word}
+.clean{color:#060}.drift{color:#a00}
+.sub{display:block;color:#666;font-size:85%}
+.kind{font-weight:bold;display:block}
+.w{white-space:nowrap}
+</style>
 </head><body>
 <h1>llmfleet audit: {{ doc.inventory }}</h1>
 <p>{{ doc.created }}: {{ s.hosts }} hosts, {{ s.clean }} clean, {{ s.with_drift }} with drift,
 {{ s.unreachable }} unreachable; {{ s.problems }} problems, {{ s.waived }} waived.
 Exit status {{ doc.exit_status }}.</p>
+<h2>Hosts</h2>
+<table id="hosts"><tr><th>host</th><th>state</th><th>checks</th><th>problems</th><th>notes</th></tr>
+{% for name, h in doc.hosts.items() %}{% set live = h.problems|rejectattr('waived')|list %}<tr><td>{{ name }}</td>
+<td class="{{ 'drift' if live else 'clean' }}">{{ 'unreachable' if not h.reachable
+ else ('drift' if live else 'clean') }}</td><td>{{ h.checks_run }}</td>
+<td>{{ live|length }}{% if h.problems|length > live|length %} ({{ h.problems|length - live|length }} waived)
+{%- endif %}</td><td>{% for n in h.notes %}<span class="sub">{{ n }}</span>{% endfor %}</td></tr>
+{% endfor %}</table>
+<h2>Problems</h2>
+{% if rows %}<table id="problems">
+<tr><th>host</th><th>kind</th><th>what</th><th>expected</th><th>actual</th><th>repair</th></tr>
+{% for r in rows %}<tr class="{{ 'waived' if r.waived else 'open' }}"><td>{{ r.host }}</td>
+<td><span class="kind">{{ r.kind }}</span>{% if r.waived %}<span class="sub">waived: {{ r.waived }}</span>
+{%- endif %}</td>
+<td>{{ r.what }}{% if r.why %}<span class="sub">{{ r.why }}</span>{% endif %}
+{%- if r.check_note %}<span class="sub">check: {{ r.check_note }}</span>{% endif %}</td>
+<td class="expected">{{ r.expected }}</td><td class="actual">{{ r.actual }}</td>
+<td>{% if r.repair %}<code>{% for w in r.repair.split(' ') %}<span class="w">{{ w }}</span>{{ ' ' if not loop.last }}
+{%- endfor %}</code>{% endif %}</td></tr>
+{% endfor %}</table>{% else %}<p class="clean">none</p>{% endif %}
 <h2>Since the last audit</h2>
 {% if doc.changes_since_last.previous %}<p>compared with {{ doc.changes_since_last.previous }}</p>
 <ul>{% for c in doc.changes_since_last.new %}<li class="drift">new: {{ c }}</li>{% endfor %}
 {% for c in doc.changes_since_last.resolved %}<li class="clean">resolved: {{ c }}</li>{% endfor %}</ul>
 {% else %}<p>no earlier audit</p>{% endif %}
-<h2>Hosts</h2><table><tr><th>host</th><th>state</th><th>checks</th><th>problems</th></tr>
-{% for name, h in doc.hosts.items() %}<tr><td>{{ name }}</td>
-<td class="{{ 'drift' if (h.problems|rejectattr('waived')|list) else 'clean' }}">{{ 'unreachable' if not h.reachable
- else ('drift' if (h.problems|rejectattr('waived')|list) else 'clean') }}</td><td>{{ h.checks_run }}</td><td><ul>
-{% for p in h.problems %}<li class="{{ 'waived' if p.waived else 'drift' }}">
-[{{ p.kind }}] {{ p.check }}: {{ p.message }}
-{% if p.waived %} (waived: {{ p.waived }}){% endif %}</li>{% endfor %}</ul></td></tr>{% endfor %}</table>
-{% if doc.fleet_problems %}<h2>Waivers</h2><ul>{% for p in doc.fleet_problems %}<li class="drift">{{ p.message }}
- ({{ p.check }}, hosts {{ p.host }})</li>{% endfor %}</ul>{% endif %}
 </body></html>
 """)
 
 
 def html(doc: dict) -> str:
-    return _HTML.render(doc=doc, s=doc["summary"])
+    return _HTML.render(doc=doc, s=doc["summary"], rows=rows(doc))
 
 
 def terminal(doc: dict):
@@ -142,7 +193,6 @@ def terminal(doc: dict):
     t = Table(title=f"llmfleet audit: {doc['inventory']} ({doc['created']})", title_justify="left")
     for col in ("host", "state", "checks", "unreachable", "config", "state drift", "hardware", "waived"):
         t.add_column(col, justify="left" if col in ("host", "state") else "right")
-    details = []
     for name, h in doc["hosts"].items():
         live = [p for p in h["problems"] if not p["waived"]]
         state = "unreachable" if not h["reachable"] else ("drift" if live else "clean")
@@ -150,13 +200,16 @@ def terminal(doc: dict):
         t.add_row(name, Text(state, style=style), str(h["checks_run"]),
                   *[str(sum(p["kind"] == k for p in live)) for k in ("unreachable", "config", "state", "hardware")],
                   str(len(h["problems"]) - len(live)))
-        for p in h["problems"]:
-            tag = f"waived ({p['waived']})" if p["waived"] else p["kind"]
-            details.append(Text(f"{name}  [{tag}] {p['check']}: {p['message']}",
-                                style="dim" if p["waived"] else None))
-    out = [t, *details]
-    for p in doc["fleet_problems"]:
-        out.append(Text(f"fleet  [waiver] {p['message']} ({p['check']}, hosts {p['host']})", style="red"))
+    out: list[Table | Text] = [t]
+    for r in rows(doc):  # one block per problem: what, expected, actual, repair
+        block = Text(style="dim" if r["waived"] else "")
+        block.append(f"{r['host']}  {r['kind']}  ", style="bold" if r["waived"] else "bold red")
+        block.append(r["what"], style="bold")
+        for label, key in (("", "why"), ("expected", "expected"), ("actual", "actual"), ("repair", "repair"),
+                           ("check", "check_note"), ("waived", "waived")):
+            if r[key]:
+                block.append(f"\n    {label:<9} {r[key]}" if label else f"\n    {r[key]}")
+        out.append(block)
     ch = doc["changes_since_last"]
     if ch["previous"]:
         out.append(Text(f"since the last audit ({ch['previous']}): {len(ch['new'])} new, {len(ch['resolved'])} "

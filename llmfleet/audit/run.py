@@ -13,6 +13,21 @@ from llmfleet.inventory import read as read_inventory
 KINDS_RUN = ("hardware", "config", "state")
 
 
+def unreachable(inventory: str, host: str, reply: str) -> Problem:
+    return Problem(host, "unreachable", "reachable", f"did not answer: {reply} (not audited: fix the connection "
+                   "and audit again)", "answers", f"no answer: {reply}", what="SSH", why="not audited",
+                   repair=f"check SSH to the host (pyinfra {inventory} exec --limit {host} -- true), then audit again")
+
+
+def hardware_repair(inventory: str, host: str) -> str:
+    return (f"check the part on {host}; if the change is intended, record the hardware again: "
+            f"llmfleet onboard {inventory} --limit {host} --restart")
+
+
+def waiver_repair(waivers_file: Path | str | None) -> str:
+    return f"resolve the problems it covered, or give the waiver a later expires: in {waivers_file}"
+
+
 def audit(inventory: str, limit: list[str] | None, state_dir: Path, out_dir: Path, waivers_file: Path | None,
           workers: int = 8, skip: tuple[str, ...] = (), today: dt.date | None = None, log=print,
           data: list[str] | None = None) -> tuple[dict, dict]:
@@ -26,9 +41,7 @@ def audit(inventory: str, limit: list[str] | None, state_dir: Path, out_dir: Pat
     for n in names:
         if n not in found:
             results[n].reachable = False
-            results[n].problems.append(Problem(n, "unreachable", "reachable",
-                                               f"did not answer: {why.get(n, 'no reply')} (not audited: fix the "
-                                               "connection and audit again)", "reachable", "unreachable"))
+            results[n].problems.append(unreachable(inventory, n, why.get(n, "no reply")))
     reachable = [h for h in chosen if h["name"] in found]
     if "hardware" not in skip:
         for h in reachable:
@@ -39,7 +52,9 @@ def audit(inventory: str, limit: list[str] | None, state_dir: Path, out_dir: Pat
                                         f"(fix: llmfleet onboard {inventory} --limit {n})")
                 continue
             results[n].checks_run += fingerprint.field_count(recorded)
-            results[n].problems += fingerprint.compare(n, recorded, found[n])
+            for p in fingerprint.compare(n, recorded, found[n]):
+                p.repair = hardware_repair(inventory, n)
+                results[n].problems.append(p)
     with ThreadPoolExecutor(max_workers=2) as pool:
         config_job = pool.submit(config_drift.plan, inventory, [h["name"] for h in reachable], data) \
             if "config" not in skip else None
@@ -64,6 +79,8 @@ def audit(inventory: str, limit: list[str] | None, state_dir: Path, out_dir: Pat
             for n, ns in notes.items():
                 results[n].notes += ns
     extra = waivers.apply([p for r in results.values() for p in r.problems], waiver_list, today)
+    for p in extra:
+        p.repair = waiver_repair(waivers_file)
     previous, previous_path = report.latest(out_dir)
     created, folder = report.stamp()
     doc = report.build(inventory, limit, results, extra, previous, previous_path, created,

@@ -2,8 +2,10 @@
 
 Each host's checks gather their state in a few round trips (verify/: one command per component),
 so a host costs the same whatever the fleet's size; hosts run in parallel (``workers``). Failures
-come back with the verify suite's own message (host, setting, expected, actual). Acceptance checks
-(``-m acceptance``: the throughput probe) are performance, not state: audits skip them."""
+come back with the verify suite's own message, one line per setting that differs
+(`host: setting: expected X, actual Y`: verify/conftest.py's `expect`), read here into one problem
+per line, with the command that repairs it. Acceptance checks (``-m acceptance``: the throughput
+probe) are performance, not state: audits skip them."""
 
 from __future__ import annotations
 
@@ -16,11 +18,55 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from llmfleet.audit.model import Problem
+from llmfleet.audit.model import Problem, deploy_command
 from llmfleet.audit.testinfra import testinfra_url
 from llmfleet.inventory import ROOT
 
-_EXPECT = re.compile(r"expected (?P<expected>.+?), actual (?P<actual>.+)$")
+# one line of a verify failure: "[host[ GPU i]: ]what: expected X, actual Y" (verify/conftest.py: expect)
+_DIFFERS = re.compile(r"(?P<what>.+?): expected (?P<expected>.*?), actual:? (?P<actual>.*)")
+
+
+# verify checks whose failure a deploy cannot repair (the deploy repairs every other one)
+GPU_HARDWARE = tuple(f"verify/test_gpu_health.py::{t}" for t in (
+    "test_pci_gpu_count", "test_count_and_model", "test_memory", "test_ecc", "test_memory_error_management",
+    "test_pcie_link", "test_nvlink", "test_no_xid_errors"))
+MIRRORS_ANSWER = "verify/test_mirrors.py::test_mirrors_answer"
+
+
+def repair_for(check: str, inventory: str, host: str, data: list[str] | None = None) -> str:
+    """The command (or step) that repairs a failed verify check on a host."""
+    if check in GPU_HARDWARE:
+        return (f"a deploy does not repair GPU hardware: look at the GPUs of {host} (nvidia-smi -q; the kernel "
+                f"log: journalctl -k | grep -i xid); a replaced part is recorded with llmfleet onboard {inventory} "
+                f"--limit {host} --restart")
+    if check == MIRRORS_ANSWER:
+        return f"a deploy does not make a mirror answer: check the mirror, and the network from {host} to it"
+    return deploy_command(inventory, host, data)
+
+
+def failures(host: str, check: str, message: str, repair: str) -> list[Problem]:
+    """A failed verify check as problems: one per line that says what differs, expected and actual;
+    one with the failure's first line when none does."""
+    text = message.strip()
+    for prefix in ("AssertionError: ", "Failed: "):
+        text = text.removeprefix(prefix)
+    lines = []
+    for line in text.splitlines():
+        if line.startswith("assert "):  # pytest's own explanation of a plain assert follows
+            break
+        lines.append(line.strip())
+    out = []
+    for line in lines:
+        rest = line.removeprefix(f"{host}: ") if line.startswith(f"{host}: ") else line.removeprefix(f"{host} ")
+        m = _DIFFERS.fullmatch(rest)
+        if m:
+            out.append(Problem(host, "state", check, line[:600], m["expected"], m["actual"], what=m["what"],
+                               repair=repair))
+    if not out:
+        first = next((ln for ln in lines if ln), "failed")
+        out.append(Problem(host, "state", check, first[:600], what=check.rpartition("::")[2] or check,
+                           why=first.removeprefix(f"{host}: ")[:600], repair=repair))
+    return out
 
 
 def verify(inventory: str, hosts: list[dict], workers: int = 8, marker: str = "not acceptance",
@@ -42,7 +88,9 @@ def verify(inventory: str, hosts: list[dict], workers: int = 8, marker: str = "n
         lines = [json.loads(x) for x in results.read_text().splitlines()] if results.is_file() else []
         return name, proc, lines
 
-    problems, counts, notes = [], {}, {}
+    problems: list[Problem] = []
+    counts: dict[str, int] = {}
+    notes: dict[str, list[str]] = {}
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         for name, proc, lines in pool.map(one, list(urls)):
             host_token = urls[name].split("?", 1)[0]
@@ -58,12 +106,11 @@ def verify(inventory: str, hosts: list[dict], workers: int = 8, marker: str = "n
                 if r["outcome"] != "failed":
                     continue
                 check = r["nodeid"].replace(host_token, "").replace("[]", "").replace("[-", "[").replace("-]", "]")
-                message = (r["message"] or "").strip().removeprefix("AssertionError: ").splitlines()
-                first = message[0] if message else "failed"
-                m = _EXPECT.search(first)
-                problems.append(Problem(name, "state", check, first[:600],
-                                        m.group("expected") if m else None, m.group("actual") if m else None))
+                problems += failures(name, check, r["message"] or "", repair_for(check, inventory, name, data))
             if not lines and proc.returncode != 0:
-                problems.append(Problem(name, "state", "verify", "the verify suite did not run: "
-                                        + (proc.stdout + proc.stderr).strip()[-400:]))
+                output = (proc.stdout + proc.stderr).strip()[-400:]
+                problems.append(Problem(name, "state", "verify", "the verify suite did not run: " + output,
+                                        "the verify suite runs", "it did not run", what="the verify suite",
+                                        why=output, repair=f"pytest verify/ --hosts={urls[name].split('?')[0]} "
+                                        f"--inventory {inventory} (and read why it stops)"))
     return problems, counts, notes

@@ -64,5 +64,7 @@ def apply(problems: list[Problem], waivers: list[Waiver], today: dt.date) -> lis
                 break
     return [Problem(w.hosts, "waiver", f"waiver: {w.check}",
                     f"waiver expired on {w.expires} ({w.reason}): the problems it covered count again "
-                    "(fix: resolve them, or renew the waiver with a new date)", str(w.expires), str(today))
+                    "(fix: resolve them, or renew the waiver with a new date)", f"valid on {today}",
+                    f"expired on {w.expires}", what=f"waiver of {w.check} (hosts {w.hosts})",
+                    why=f"{w.reason}: the problems it covered count again")
             for w in waivers if w.expires < today]

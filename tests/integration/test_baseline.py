@@ -24,21 +24,22 @@ def test_first_deploy_reboots_only_the_host_whose_command_line_changed(deployed)
 # Each component broken by hand on one host: (component, host, command, text the failure must show).
 BREAKS = [
     ("base_packages", "lab-c1", "sudo DEBIAN_FRONTEND=noninteractive apt-get remove -y -q numactl",
-     "lab-c1: base_packages: expected {'numactl': 'installed'"),
+     "lab-c1: base_packages: numactl: expected installed, actual "),
     ("kernel_cmdline", "lab-vm1", "sudo rm /etc/default/grub.d/90-llmfleet.cfg",
      "lab-vm1: kernel_cmdline (next boot, /etc/default/grub.d/90-llmfleet.cfg): "
-     "expected ['transparent_hugepage=never'], actual []"),
+     "expected transparent_hugepage=never, actual none"),
     ("thp", "lab-vm1", "echo always | sudo tee /sys/kernel/mm/transparent_hugepage/enabled",
-     "lab-vm1: thp_enabled (/sys/kernel/mm/transparent_hugepage/enabled): expected 'never', actual 'always'"),
+     "lab-vm1: thp_enabled (/sys/kernel/mm/transparent_hugepage/enabled): expected never, actual always"),
     ("limits", "lab-c1", "sudo sed -i 's/nofile 65536/nofile 1024/' /etc/security/limits.d/90-llmfleet.conf",
-     "lab-c1: limits_nofile/limits_memlock for vllm (/etc/security/limits.d/90-llmfleet.conf): expected"),
+     "lab-c1: limits_nofile/limits_memlock for vllm (/etc/security/limits.d/90-llmfleet.conf): vllm soft nofile: "
+     "expected 65536, actual 1024"),
     # (a container's /proc/sys is read-only: sysctls are the VM's to break)
     ("sysctls", "lab-vm1", "sudo sysctl -w vm.swappiness=60",
-     "lab-vm1: sysctls in force (expected, actual): expected {}, actual {'vm.swappiness': ('1', '60')}"),
+     "lab-vm1: sysctls in force (/proc/sys): vm.swappiness: expected 1, actual 60"),
     ("chrony", "lab-c3", "sudo systemctl stop chrony",
-     "lab-c3: chrony service: expected 'active', actual 'inactive'"),
+     "lab-c3: chrony service: expected active, actual inactive"),
     ("module_blacklist", "lab-vm1", "sudo rm /etc/modprobe.d/90-llmfleet-blacklist.conf && sudo modprobe ib_uverbs",
-     "lab-vm1: module_blacklist loaded: expected [], actual ['ib_uverbs']"),
+     "lab-vm1: module_blacklist loaded: expected none, actual ib_uverbs"),
 ]
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
+import io
 import json
 import os
 import subprocess
@@ -17,6 +18,7 @@ from llmfleet.audit import fingerprint, report, waivers
 from llmfleet.audit.model import HostResult, Problem
 from llmfleet.audit.testinfra import testinfra_url as infra_url
 from llmfleet.errors import AuditError
+from tests import audit_samples
 
 V100 = {"system": {"vendor": "Supermicro", "product": "SYS-4029GP", "serial": "S1"},
         "cpu": {"model": "Xeon Gold 6148", "count": 80, "sockets": 2}, "memory_kib": 790_000_000,
@@ -63,11 +65,18 @@ def test_memory_within_tolerance_is_not_drift():
     assert fingerprint.compare("gpu-1", V100, now) == []
 
 
+SYSCTL_OP = audit_samples.SYSCTL_OP
+
+
 def problems():
-    return [Problem("lab-c1", "config", "deploy: sysctls | /etc/sysctl.d/90-llmfleet.conf", "the deploy would change"),
-            Problem("lab-c1", "state", "verify/test_sysctls.py::test_values", "lab-c1: vm.swappiness: expected 10, "
-                    "actual 60", "10", "60"),
-            Problem("lab-c2", "state", "verify/test_chrony.py::test_running", "chrony not running")]
+    from llmfleet.audit.config_drift import changed
+    from llmfleet.audit.state_drift import failures
+
+    return [changed(SYSCTL_OP, "lab-c1", "inv"),
+            *failures("lab-c1", "verify/test_sysctls.py::test_values",
+                      "AssertionError: lab-c1: vm.swappiness: expected 10, actual 60", "deploy lab-c1"),
+            *failures("lab-c2", "verify/test_chrony.py::test_running", "AssertionError: chrony not running\n"
+                      "assert 'failed' == 'active'", "deploy lab-c2")]
 
 
 def test_waivers_mark_matching_problems_and_an_expired_one_fails(tmp_path):
@@ -106,7 +115,8 @@ def results(ps: list[Problem], unreachable: tuple[str, ...] = ()) -> dict[str, H
         out[p.host].problems.append(p)
     for n in unreachable:
         out[n].reachable = False
-        out[n].problems.append(Problem(n, "unreachable", "reachable", "did not answer"))
+        out[n].problems.append(Problem(n, "unreachable", "reachable", "did not answer", "answers",
+                                       "no answer: Connection refused", what="SSH", repair="check SSH to the host"))
     return out
 
 
@@ -132,8 +142,7 @@ def test_the_report_says_what_changed_since_the_last_audit(tmp_path):
     assert previous == json.loads(json.dumps(first))
     now = problems()[1:] + [Problem("lab-c3", "config", "deploy: chrony | restart", "would change")]
     second = report.build("inv", None, results(now), [], previous, path, "t2")
-    assert second["changes_since_last"]["resolved"] == ["lab-c1 | config | deploy: sysctls | "
-                                                        "/etc/sysctl.d/90-llmfleet.conf"]
+    assert second["changes_since_last"]["resolved"] == ["lab-c1 | config | deploy: sysctls | sysctl drop-in"]
     assert second["changes_since_last"]["new"] == ["lab-c3 | config | deploy: chrony | restart"]
     # an audit of fewer hosts (--limit) or fewer kinds (--skip) resolves nothing it did not look at
     only_c3 = {"lab-c3": results(now)["lab-c3"]}
@@ -144,7 +153,7 @@ def test_the_report_says_what_changed_since_the_last_audit(tmp_path):
                                                            "lab-c2 | state | verify/test_chrony.py::test_running"]
 
 
-def test_junit_and_html(tmp_path):
+def test_junit_says_per_item_what_expected_actual_and_the_repair(tmp_path):
     ps = problems()
     ps[2].waived = "known"
     doc = report.build("inv", None, results(ps, unreachable=("lab-c3",)), [], None, None, "t")
@@ -154,9 +163,138 @@ def test_junit_and_html(tmp_path):
     assert suites["lab-c1"].get("failures") == "2"
     assert suites["lab-c2"].get("skipped") == "1" and suites["lab-c3"].get("errors") == "1"
     failure = suites["lab-c1"].find("testcase[@name='verify/test_sysctls.py::test_values']/failure")
-    assert "expected: 10" in failure.text and "actual: 60" in failure.text
-    page = paths["html"].read_text()
-    assert "vm.swappiness: expected 10, actual 60" in page and "waived: known" in page and "<script" not in page
+    assert failure.get("message") == "vm.swappiness: expected 10, actual 60"
+    assert failure.text.splitlines() == ["host: lab-c1", "what: vm.swappiness", "expected: 10", "actual: 60",
+                                         "repair: deploy lab-c1"]
+    # a check that found two settings differ is two test cases, each named by its setting
+    from llmfleet.audit.state_drift import failures
+
+    two = failures("lab-c1", "verify/test_limits.py::test_limits", "AssertionError: lab-c1: limits: vllm soft nofile: "
+                   "expected 65536, actual 1024\nlab-c1: limits: vllm hard nofile: expected 65536, actual 1024", "r")
+    doc = report.build("inv", None, results(two), [], None, None, "t")
+    names = [c.get("name") for c in ET.fromstring(report.junit(doc)).iter("testcase")]
+    assert names == ["verify/test_limits.py::test_limits: limits: vllm soft nofile",
+                     "verify/test_limits.py::test_limits: limits: vllm hard nofile", "clean (40 checks)",
+                     "clean (40 checks)"]
+
+
+def test_a_verify_failure_is_one_problem_per_setting_that_differs():
+    from llmfleet.audit.state_drift import failures
+
+    want = {("vllm", "soft", "nofile"): "65536", ("vllm", "hard", "nofile"): "65536", ("vllm", "soft", "memlock"): "x"}
+    got = {("vllm", "soft", "nofile"): None, ("vllm", "hard", "nofile"): "1024", ("vllm", "soft", "memlock"): "x"}
+    message = audit_samples.expect_message("lab-c1", "limits (/etc/security/limits.d/90-llmfleet.conf)", want, got)
+    assert message.splitlines() == [
+        "lab-c1: limits (/etc/security/limits.d/90-llmfleet.conf): vllm soft nofile: expected 65536, actual not set",
+        "lab-c1: limits (/etc/security/limits.d/90-llmfleet.conf): vllm hard nofile: expected 65536, actual 1024"]
+    # as the audit's pytest plugin records it: pytest's exception line
+    ps = failures("lab-c1", "verify/test_limits.py::test_limits", "AssertionError: " + message, "pyinfra x")
+    assert [(p.what, p.expected, p.actual) for p in ps] == [
+        ("limits (/etc/security/limits.d/90-llmfleet.conf): vllm soft nofile", "65536", "not set"),
+        ("limits (/etc/security/limits.d/90-llmfleet.conf): vllm hard nofile", "65536", "1024")]
+    assert all(p.host == "lab-c1" and p.kind == "state" and p.repair == "pyinfra x" for p in ps)
+
+
+@pytest.mark.parametrize("expected,actual,line", [
+    ({"vm.swappiness": "1", "vm.max_map_count": "262144"}, {"vm.swappiness": "37", "vm.max_map_count": "262144"},
+     "h: sysctls: vm.swappiness: expected 1, actual 37"),
+    ({"ActiveState": "active"}, {"ActiveState": "failed", "SubState": "dead"},
+     "h: sysctls: ActiveState: expected active, actual failed\nh: sysctls: SubState: expected not set, actual dead"),
+    ({"global": {"index-url": "http://m/simple"}}, {"global": {}},
+     "h: sysctls: global: index-url: expected http://m/simple, actual not set"),
+    (["performance"] * 8, ["performance"] * 7 + ["powersave"],
+     "h: sysctls: expected performance ×8, actual performance ×7, powersave"),
+    ([], ["NVRM: Xid 79"], "h: sysctls: expected none, actual NVRM: Xid 79"),
+    (True, False, "h: sysctls: expected yes, actual no"),
+    ("active", "", "h: sysctls: expected active, actual empty"),
+    ("a b", " a b ", 'h: sysctls: expected a b, actual " a b "'),
+    (200, None, "h: sysctls: expected 200, actual not set"),
+])
+def test_expect_says_values_as_a_person_reads_them(expected, actual, line):
+    assert audit_samples.expect_message("h", "sysctls", expected, actual) == line
+
+
+def test_expect_passes_equal_values():
+    audit_samples.expect_message("h", "sysctls", {"a": "1"}, {"a": "1"}, fails=False)
+
+
+def test_a_verify_failure_a_deploy_cannot_repair_says_what_to_do_instead():
+    from llmfleet.audit.state_drift import repair_for
+
+    assert repair_for("verify/test_limits.py::test_limits", "inv", "h1", ["a=1"]) == \
+        "pyinfra inv deploy.py --limit h1 --data a=1"
+    assert repair_for("verify/test_gpu_health.py::test_no_xid_errors", "inv", "h1").startswith(
+        "a deploy does not repair GPU hardware: look at the GPUs of h1 (nvidia-smi -q;")
+    assert repair_for("verify/test_gpu_health.py::test_nouveau_not_loaded", "inv", "h1") == \
+        "pyinfra inv deploy.py --limit h1"
+    assert repair_for("verify/test_mirrors.py::test_mirrors_answer", "inv", "h1").startswith(
+        "a deploy does not make a mirror answer")
+
+
+def test_the_checks_a_deploy_cannot_repair_exist_in_verify():
+    import re
+
+    from llmfleet.audit.state_drift import GPU_HARDWARE, MIRRORS_ANSWER
+    from llmfleet.inventory import ROOT
+
+    for check in (*GPU_HARDWARE, MIRRORS_ANSWER):
+        path, _, name = check.partition("::")
+        assert re.search(rf"^def {name}\(", (ROOT / path).read_text(), re.M), check
+
+
+def test_a_failure_without_expected_and_actual_keeps_its_first_line():
+    from llmfleet.audit.state_drift import failures
+
+    (p,) = failures("lab-c2", "verify/test_chrony.py::test_running",
+                    "AssertionError: lab-c2: chrony not running\nassert 'failed' == 'active'", "r")
+    assert (p.what, p.why, p.expected, p.actual) == ("test_running", "chrony not running", None, None)
+    (p,) = failures("lab-c1", "verify/test_gpu_health.py::test_x",
+                    "Failed: lab-c1: vllm_venv: expected a python at /opt/v/bin/python3, actual: none (deploy it)",
+                    "r")
+    assert (p.what, p.expected, p.actual) == ("vllm_venv", "a python at /opt/v/bin/python3", "none (deploy it)")
+    (p, q) = failures("lab-c1", "verify/test_gpu_clocks.py::test_clocks",
+                      "AssertionError: lab-c1 GPU 0: clocks: expected 1380, actual 1200\n"
+                      "lab-c1 GPU 3: clocks: expected 1380, actual 900", "r")
+    assert (p.what, p.actual, q.what, q.actual) == ("GPU 0: clocks", "1200", "GPU 3: clocks", "900")
+
+
+def test_a_planned_change_names_the_operation_once_with_what_it_manages_and_the_repair():
+    from llmfleet.audit.config_drift import changed
+
+    p = changed(SYSCTL_OP, "lab-c1", "inventories/lab.py", ["vllm_enabled=False"])
+    assert p.check == "deploy: sysctls | sysctl drop-in"  # the id waivers match: unchanged
+    assert (p.what, p.expected, p.actual, p.why) == ("sysctls", "sysctl drop-in",
+                                                     "differs: the deploy would change it", "")
+    assert p.message == "sysctls | sysctl drop-in: the deploy would change this"
+    assert p.message.count("sysctl drop-in") == 1
+    assert p.repair == "pyinfra inventories/lab.py deploy.py --limit lab-c1 --data vllm_enabled=False"
+    # an operation without a name of its own: pyinfra lists its arguments, and the file it manages is the what
+    q = changed(audit_samples.UNNAMED_OP, "lab-c1", "inventories/lab.py")
+    assert (q.what, q.expected, q.why) == ("/etc/sysctl.d/90-llmfleet.conf", "files.put", "component sysctls")
+
+
+def test_every_kind_reads_as_host_what_expected_actual_repair():
+    found = {(r["host"], r["kind"]): r for r in report.rows(audit_samples.every_kind())}
+    assert set(found) == {("lab-c1", "config"), ("lab-c1", "state"), ("lab-c2", "hardware"), ("lab-c2", "state"),
+                          ("lab-c3", "unreachable"), ("lab-c*", "waiver")}
+    inv = "inventories/lab.py"
+    assert {k: found[k]["repair"] for k in found} == {
+        ("lab-c1", "config"): f"pyinfra {inv} deploy.py --limit lab-c1",
+        ("lab-c1", "state"): f"pyinfra {inv} deploy.py --limit lab-c1",
+        ("lab-c2", "hardware"): f"check the part on lab-c2; if the change is intended, record the hardware again: "
+                                f"llmfleet onboard {inv} --limit lab-c2 --restart",
+        ("lab-c2", "state"): f"pyinfra {inv} deploy.py --limit lab-c2",
+        ("lab-c3", "unreachable"): f"check SSH to the host (pyinfra {inv} exec --limit lab-c3 -- true), then audit "
+                                   "again",
+        ("lab-c*", "waiver"): "resolve the problems it covered, or give the waiver a later expires: in waivers.yml"}
+    assert [found[("lab-c1", "state")][k] for k in ("what", "expected", "actual")] == \
+        ["limits (/etc/security/limits.d/90-llmfleet.conf): vllm soft nofile", "65536", "not set"]
+    assert [found[("lab-c2", "hardware")][k] for k in ("what", "expected", "actual")] == \
+        ["nvlink", "GPU1-GPU2: NV2", "GPU1-GPU2: SYS"]
+    assert found[("lab-c2", "state")]["waived"] == "swappiness trial OPS-1 (until 2099-12-31)"
+    for r in found.values():
+        for v in (r["what"], r["expected"], r["actual"]):
+            assert not any(t in v for t in ("{", "}", "('", "['", "None")), r
 
 
 def test_html_escapes_what_hosts_report(tmp_path):
@@ -220,3 +358,60 @@ def test_config_drift_asks_pyinfra_for_a_plan_with_changes():
     # `-y` would make pyinfra skip computing changes: every host would look clean
     assert "-y" not in args and "--yes" not in args
     assert args[-8:] == ["--dry", "--json", "--limit", "lab-c1", "--limit", "lab-vm1", "--data", "vllm_enabled=False"]
+
+
+def test_the_terminal_list_has_one_block_per_problem_with_what_expected_actual_and_repair():
+    from rich.console import Console
+
+    console = Console(width=200, record=True, file=io.StringIO())
+    for part in report.terminal(audit_samples.every_kind()):
+        console.print(part, highlight=False)
+    text = console.export_text()
+    assert ("lab-c1  state  limits (/etc/security/limits.d/90-llmfleet.conf): vllm soft nofile\n"
+            "    expected  65536\n"
+            "    actual    not set\n"
+            "    repair    pyinfra inventories/lab.py deploy.py --limit lab-c1\n"
+            "    check     verify/test_limits.py::test_limits\n") in text
+    assert ("lab-c1  config  sysctls\n"
+            "    expected  sysctl drop-in\n"
+            "    actual    differs: the deploy would change it\n"
+            "    repair    pyinfra inventories/lab.py deploy.py --limit lab-c1\n") in text
+    assert "    waived    swappiness trial OPS-1 (until 2099-12-31)\n" in text
+    assert "3 hosts: 0 clean, 2 with drift, 1 unreachable; 5 problems, 1 waived: drift found" in text
+    assert not any(t in text for t in ("{'", "('", "['", "None"))
+
+
+def test_expect_each_names_each_gpu_that_differs_without_reprs():
+    from llmfleet.audit.state_drift import failures
+
+    conftest = audit_samples.verify_helpers()
+    with pytest.raises(AssertionError) as exc:
+        conftest.expect_each("h1", "remapped rows: pending, failure", {"pending": False, "failure": False},
+                             {0: {"pending": False, "failure": False}, 3: {"pending": True, "failure": False}})
+    assert str(exc.value) == ("h1 GPU 3: remapped rows: pending, failure: expected pending: no; failure: no, "
+                              "actual pending: yes; failure: no")
+    (p,) = failures("h1", "verify/test_gpu_health.py::test_memory_error_management", f"AssertionError: {exc.value}",
+                    "r")
+    assert (p.what, p.expected, p.actual) == ("GPU 3: remapped rows: pending, failure", "pending: no; failure: no",
+                                              "pending: yes; failure: no")
+
+
+def test_gpu_check_failures_as_an_h200_checked_as_a_v100_reports_them_read_as_what_expected_actual():
+    from llmfleet.audit.state_drift import failures
+
+    conftest = audit_samples.verify_helpers()
+    with pytest.raises(AssertionError) as clocks:  # verify/test_gpu_clocks.py's values on the lent H200
+        conftest.expect_each("@local", "gpu_profiles.v100_sxm2_32gb_x8.app_clocks (memory, graphics MHz)",
+                             (877, 1530), {0: (3201, 1980)})
+    with pytest.raises(AssertionError) as pages:
+        conftest.expect_each("@local", "retired pages pending (page retirement)", 0, {0: {"error": "Not Supported"}})
+    flavour = audit_samples.expect_message(
+        "@local", "nvidia_driver_flavour (NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04)",
+        "proprietary", "open")
+    seen = [(p.what, p.expected, p.actual) for m in (str(clocks.value), str(pages.value), flavour)
+            for p in failures("@local", "verify/x.py::y", "AssertionError: " + m, "r")]
+    assert seen == [
+        ("GPU 0: gpu_profiles.v100_sxm2_32gb_x8.app_clocks (memory, graphics MHz)", "877, 1530", "3201, 1980"),
+        ("GPU 0: retired pages pending (page retirement)", "0", "error: Not Supported"),
+        ("nvidia_driver_flavour (NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04)",
+         "proprietary", "open")]
