@@ -1,7 +1,7 @@
 """Fleet-wide defaults: every llmfleet setting, documented, with its default.
 
 Override per group in ``group_data/<group>.py`` (a group is a list in an inventory file, or the
-inventory file's own name) or per host in the inventory. ``llmfleet/settings.py`` says what a
+inventory file's own name) or per host in the inventory. ``llmfleet/schema.py`` says what a
 valid value is; a deploy stops before touching any host when a value is not valid.
 """
 

@@ -237,7 +237,7 @@ def probe_cmd(url, model, api_key_file, inventory, limit, search_mode, rate, req
                     if k in Settings.model_fields}
         profile = None
         if gpu_profile:
-            from llmfleet.gpu import GpuProfile
+            from llmfleet.schema import GpuProfile
             if gpu_profile not in defaults["gpu_profiles"]:
                 raise ProbeError(f"--gpu-profile {gpu_profile!r}: no such profile (fix: one of "
                                  f"{', '.join(sorted(defaults['gpu_profiles']))})")

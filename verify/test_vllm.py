@@ -5,31 +5,31 @@ a completion returns tokens, and with an API key /v1 refuses requests without it
 import pytest
 from conftest import expect, run_remote
 
-from llmfleet import compat, monitoring, vllm
+from llmfleet import compat, monitoring, vllm_service
 
 
 @pytest.fixture(scope="module")
 def served(host, host_name, settings):
     if not settings.vllm_enabled:
         pytest.skip("vllm_enabled is False for this host")
-    unit = host.run("systemctl show -p ActiveState -p UnitFileState -p MainPID %s", vllm.UNIT_NAME)
+    unit = host.run("systemctl show -p ActiveState -p UnitFileState -p MainPID %s", vllm_service.UNIT_NAME)
     props = dict(line.split("=", 1) for line in unit.stdout.splitlines() if "=" in line)
     state = {"active": props.get("ActiveState"), "enabled": props.get("UnitFileState"), "pid": props.get("MainPID")}
     probe = run_remote(host, "vllm_probe", str(settings.vllm_port), settings.vllm_served_model_name,
-                       vllm.API_KEY_FILE if settings.vllm_api_key_file else "-")
+                       vllm_service.API_KEY_FILE if settings.vllm_api_key_file else "-")
     return state, probe
 
 
 def test_unit_active_and_enabled(host_name, served):
     state, _ = served
-    expect(host_name, f"{vllm.UNIT_NAME} (ActiveState, UnitFileState)", ("active", "enabled"),
+    expect(host_name, f"{vllm_service.UNIT_NAME} (ActiveState, UnitFileState)", ("active", "enabled"),
            (state.get("active"), state.get("enabled")))
 
 
 def test_process_arguments_are_the_rendered_flags(host, host_name, settings, served):
     state, _ = served
     cmdline = host.run("cat /proc/%s/cmdline", state.get("pid", "0")).stdout
-    expect(host_name, "vLLM process arguments (vllm_flags, vllm_model, ...)", vllm.command(settings),
+    expect(host_name, "vLLM process arguments (vllm_flags, vllm_model, ...)", vllm_service.command(settings),
            [a for a in cmdline.split("\0") if a])
 
 
