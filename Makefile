@@ -53,6 +53,7 @@ test: lint unit integration
 
 lint: venv
 	$(BIN)/ruff check .
+	$(BIN)/python tests/import_cycles.py llmfleet
 
 lab-down: venv
 	$(BIN)/llmfleet lab down

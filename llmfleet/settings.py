@@ -76,7 +76,7 @@ def probe_problems(settings: Settings) -> list[str]:
     problems = consistency_problems(settings.probe_mix, settings.probe_arrivals, settings.probe_burstiness,
                                     settings.probe_search_start_rps, settings.probe_search_max_rps, "probe_")
     max_len = settings.vllm_flags.get("max-model-len")
-    if isinstance(max_len, int) and not isinstance(max_len, bool):
+    if isinstance(max_len, int) and not isinstance(max_len, bool) and max_len > 0:  # -1: vLLM fits the memory
         problems += length_problems(settings.probe_mix, max_len, "probe_mix", "vllm_flags.max-model-len =")
     return problems
 
