@@ -54,6 +54,7 @@ test: lint unit integration
 lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/python tests/import_cycles.py llmfleet
+	$(BIN)/mypy
 
 lab-down: venv
 	$(BIN)/llmfleet lab down

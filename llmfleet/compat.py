@@ -215,7 +215,7 @@ def option_rules(vllm_version: str) -> dict[str, OptionRule]:
 # Metric names the monitoring hand-off uses, by the vLLM version that exports them.
 # Source: ../shared/facts/v100-vllm.md ("vLLM metrics"); checked on the lab's vLLM 0.32.0 /metrics.
 # `vllm:engine_*` names of the design notes exist in no version.
-METRICS: dict[str, tuple[tuple[str, str | None, str], ...]] = {
+METRICS: dict[str, tuple[tuple[str, str, str | None], ...]] = {
     # purpose: ((name, first version, first version without it), ...)
     "queue": (("vllm:num_requests_waiting", "0.4.0", None),),
     "running": (("vllm:num_requests_running", "0.4.0", None),),

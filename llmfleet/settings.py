@@ -17,6 +17,7 @@ import stat
 from typing import Any
 
 from pydantic import ValidationError
+from pydantic_core import ErrorDetails
 
 from llmfleet.gpu import guardrails
 from llmfleet.probe.config import consistency_problems, length_problems
@@ -86,7 +87,7 @@ _SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD")
 
 def service_problems(settings: Settings) -> list[str]:
     """vLLM settings that contradict each other or would leak a secret (`setting = value: why (fix: ...)`)."""
-    problems = []
+    problems: list[str] = []
     if not settings.vllm_enabled:
         return problems
     model = settings.vllm_model
@@ -128,7 +129,7 @@ def service_problems(settings: Settings) -> list[str]:
     return problems + static_flag_problems(settings)
 
 
-def _describe(err: dict, values: dict) -> str:
+def _describe(err: ErrorDetails, values: dict[str, Any]) -> str:
     """One problem: the setting (with the key or index inside it), the value, what is wrong."""
     loc = [p for p in err["loc"] if p not in ("[key]",)]
     # pydantic appends the failing union member's name ("int", "function-after[...]") to loc

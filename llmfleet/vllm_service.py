@@ -19,7 +19,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from llmfleet import compat
 
 if TYPE_CHECKING:
-    from llmfleet.schema import Settings
+    from llmfleet.schema import Settings, VllmModel
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates" / "vllm"
 UNIT_NAME = "vllm.service"
@@ -76,13 +76,20 @@ def env_dir(settings: Settings) -> str:
     return f"{envs_dir(settings)}/{env_id(settings)}"
 
 
+def model(settings: Settings) -> VllmModel:
+    """The served model (validation refuses a serving host without one)."""
+    if settings.vllm_model is None:
+        raise ValueError("vllm_model = None: no model to serve (fix: set vllm_model, or vllm_enabled = False)")
+    return settings.vllm_model
+
+
 def model_root(settings: Settings) -> str:
-    return f"{settings.vllm_models_dir}/{settings.vllm_model.name}"
+    return f"{settings.vllm_models_dir}/{model(settings).name}"
 
 
 def model_dir(settings: Settings) -> str:
     """/data/models/<name>/<version>; `current` beside it names the one served."""
-    return f"{model_root(settings)}/{settings.vllm_model.version}"
+    return f"{model_root(settings)}/{model(settings).version}"
 
 
 def model_link(settings: Settings) -> str:
