@@ -48,7 +48,7 @@ def read(inventory: str, limit: list[str] | None) -> tuple[dict[str, dict], dict
     # pyinfra's fact JSON: {fact name: {host: value}}; a host that did not answer has no value
     values = data.get("llmfleet.facts.HardwareFingerprint", {})
     found = {h: v for h, v in values.items() if isinstance(v, dict)}
-    why = {}
+    why: dict[str, str] = {}
     for line in proc.stderr.splitlines():
         m = re.match(r"\s*\[([^\]]+)\]\s+(.*)", line)
         if m and m.group(1) not in found and ("connect" in line.lower() or "error" in line.lower()):

@@ -117,3 +117,9 @@ def test_the_fleet_defaults_pass_the_option_checks():
     flags = _group_data("all.py")["vllm_flags"]
     assert {"gpu-memory-utilization", "max-model-len", "max-num-seqs", "tensor-parallel-size"} <= set(flags)
     validate("gpu-7", defaults())
+
+
+def test_a_tensor_parallel_size_that_is_not_a_count_is_refused_once_on_a_gpu_host():
+    with pytest.raises(SettingsError) as exc:
+        validate("gpu-7", defaults(flags={"tensor-parallel-size": 0}))
+    assert str(exc.value).count("vllm_flags.tensor-parallel-size = 0:") == 1
