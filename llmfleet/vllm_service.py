@@ -174,6 +174,8 @@ def _takes(rule: compat.OptionRule, value: object) -> bool:
         return value in rule.choices and type(value) is type(rule.choices[0])
     if value in rule.also and not isinstance(value, float):
         return True
+    if isinstance(value, str) and value.lower() in [a for a in rule.also if isinstance(a, str)]:
+        return True  # vLLM compares 'auto' in any case
     if rule.kind == "int" and rule.human_readable and isinstance(value, str):
         return bool(_HUMAN_READABLE.fullmatch(value))
     if not isinstance(value, int if rule.kind == "int" else (int, float)):

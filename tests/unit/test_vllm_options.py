@@ -97,6 +97,12 @@ def test_rows_of_one_option_do_not_overlap():
             assert a.before is not None and compat.release_of(a.before) <= compat.release_of(b.first), (a, b)
 
 
+def test_auto_is_taken_in_any_case_where_vllm_takes_it():
+    validate("lab-c1", cpu_host("0.19.1", {"max-model-len": "AUTO"}))
+    assert "vllm_flags.max-model-len = 'auto': vLLM 0.10.2 takes a whole number >= 1, or a size like '32k'" in \
+        refused("0.10.2", {"max-model-len": "auto"})
+
+
 def test_a_true_flag_is_not_a_value():
     assert "vllm_flags.max-num-seqs = True: vLLM 0.19.1 takes a whole number" in refused("0.19.1",
                                                                                         {"max-num-seqs": True})
