@@ -58,6 +58,8 @@ test: lint unit browser integration
 
 lint: venv
 	$(BIN)/ruff check .
+	$(BIN)/python tests/import_cycles.py llmfleet
+	$(BIN)/mypy
 
 lab-down: venv
 	$(BIN)/llmfleet lab down

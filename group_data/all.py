@@ -1,7 +1,7 @@
 """Fleet-wide defaults: every llmfleet setting, documented, with its default.
 
 Override per group in ``group_data/<group>.py`` (a group is a list in an inventory file, or the
-inventory file's own name) or per host in the inventory. ``llmfleet/settings.py`` says what a
+inventory file's own name) or per host in the inventory. ``llmfleet/schema.py`` says what a
 valid value is; a deploy stops before touching any host when a value is not valid.
 """
 
@@ -330,8 +330,9 @@ vllm_port = 8000
 # Every vLLM option, as {name: value}: True -> --name, False -> --no-name, None -> left out.
 # --model, --served-model-name, --host, --port and --api-key come from the settings above.
 # Checked before any restart against the pinned version's known traps (llmfleet/compat.py:
-# --scheduler-policy, --max-waiting-time, --ray-address, --use-v2-block-manager, ...) and against
-# the argument parser of the vLLM installed on the host.
+# --scheduler-policy, --max-waiting-time, --ray-address, --use-v2-block-manager, ...), against the
+# values the version takes (OPTION_RULES: gpu-memory-utilization in (0, 1], sizes >= 1, dtype and
+# kv-cache-dtype names, ...), and against the argument parser of the vLLM installed on the host.
 vllm_flags = {
     "dtype": "half",  # V100 has no bfloat16
     "tensor-parallel-size": 8,  # must divide the model's attention heads

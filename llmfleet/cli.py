@@ -418,7 +418,7 @@ def _probe_targets(targets: TargetOptions, workload: WorkloadOptions, ceiling: C
             t.tokenizer = workload.tokenizer or t.tokenizer
             t.baseline_file = output.baseline or t.baseline_file
         return hosts
-    from llmfleet.gpu import GpuProfile
+    from llmfleet.schema import GpuProfile
 
     defaults = _group_data_defaults()
     key = fleet.read_key_file(targets.api_key_file, "--api-key-file") if targets.api_key_file \

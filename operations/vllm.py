@@ -43,7 +43,7 @@ from pyinfra.api import (
 from pyinfra.facts.files import File
 from pyinfra.operations import files, server, systemd
 
-from llmfleet import vllm
+from llmfleet import vllm_service as vllm
 from llmfleet.facts import VllmEnvironment, VllmFlags, VllmState, python_script
 from llmfleet.settings import Settings
 

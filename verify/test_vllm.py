@@ -5,7 +5,7 @@ environment holds exactly what the deploy recorded when it made it."""
 
 import pytest
 
-from llmfleet import compat, monitoring, vllm
+from llmfleet import compat, monitoring, vllm_service
 from verify.helpers import expect, run_remote
 
 
@@ -13,24 +13,24 @@ from verify.helpers import expect, run_remote
 def served(host, host_name, settings):
     if not settings.vllm_enabled:
         pytest.skip("vllm_enabled is False for this host")
-    unit = host.run("systemctl show -p ActiveState -p UnitFileState -p MainPID %s", vllm.UNIT_NAME)
+    unit = host.run("systemctl show -p ActiveState -p UnitFileState -p MainPID %s", vllm_service.UNIT_NAME)
     props = dict(line.split("=", 1) for line in unit.stdout.splitlines() if "=" in line)
     state = {"active": props.get("ActiveState"), "enabled": props.get("UnitFileState"), "pid": props.get("MainPID")}
     probe = run_remote(host, "vllm_probe", str(settings.vllm_port), settings.vllm_served_model_name,
-                       vllm.API_KEY_FILE if settings.vllm_api_key_file else "-")
+                       vllm_service.API_KEY_FILE if settings.vllm_api_key_file else "-")
     return state, probe
 
 
 def test_unit_active_and_enabled(host_name, served):
     state, _ = served
-    expect(host_name, vllm.UNIT_NAME, {"ActiveState": "active", "UnitFileState": "enabled"},
+    expect(host_name, vllm_service.UNIT_NAME, {"ActiveState": "active", "UnitFileState": "enabled"},
            {"ActiveState": state.get("active"), "UnitFileState": state.get("enabled")})
 
 
 def test_process_arguments_are_the_rendered_flags(host, host_name, settings, served):
     state, _ = served
     cmdline = host.run("cat /proc/%s/cmdline", state.get("pid", "0")).stdout
-    expect(host_name, "vLLM process arguments (vllm_flags, vllm_model, ...)", vllm.command(settings),
+    expect(host_name, "vLLM process arguments (vllm_flags, vllm_model, ...)", vllm_service.command(settings),
            [a for a in cmdline.split("\0") if a])
 
 
@@ -70,7 +70,7 @@ ENV_RECORD = ".llmfleet-packages.json"  # written into each environment by the d
 def test_environment_holds_what_was_recorded_when_it_was_made(host, host_name, settings):
     if not settings.vllm_enabled:
         pytest.skip("vllm_enabled is False for this host")
-    env = vllm.env_dir(settings)
+    env = vllm_service.env_dir(settings)
     record_file = f"{env}/{ENV_RECORD}"
     if host.run("test -x %s/bin/python3", env).rc != 0:
         pytest.fail(f"{host_name}: vllm_packages: expected the environment {env}, actual: none (deploy it)")

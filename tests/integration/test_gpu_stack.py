@@ -69,7 +69,7 @@ def test_the_allreduce_check_runs_its_code_path_on_a_lab_host(lab, deployed):
         assert r["wrong_elements"] == 0 and r["busbw_gbs"] > 0 and r["bytes"] == r["size_mib"] << 20, r
     # the check's own verdict on it, with a profile for two GPUs and no thresholds
     from llmfleet import interconnect
-    from llmfleet.gpu import GpuProfile
+    from llmfleet.schema import GpuProfile
 
     profiles = runpy.run_path(str(ROOT / "group_data" / "all.py"))["gpu_profiles"]
     two = GpuProfile(**(profiles["h200_141gb_x2"] | {"allreduce_min_busbw_gbs": {}}))

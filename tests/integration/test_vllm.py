@@ -110,8 +110,12 @@ def test_a_second_deploy_restarts_nothing(serving):
     ('vllm_flags={"dtype": "float32", "max-model-len": 1024, "max-num-seqz": 16}',
      "vllm_flags.max-num-seqz: vLLM 0.32.0 installed on the host has no --max-num-seqz (fix: did you mean "
      "--max-num-seqs?)"),
+    # a value out of the option's range (llmfleet/compat.py OPTION_RULES): refused before any host
     ('vllm_flags={"dtype": "float32", "max-model-len": "lots"}',
-     "vllm_flags: vLLM 0.32.0 refuses the arguments: argument --max-model-len"),
+     "vllm_flags.max-model-len = 'lots': vLLM 0.32.0 takes a whole number >= 1, or -1, 'auto', a size like '32k'"),
+    # a value the table has no rule for: the installed vLLM's own parser refuses it
+    ('vllm_flags={"dtype": "float32", "max-model-len": 1024, "seed": "lots"}',
+     "vllm_flags: vLLM 0.32.0 refuses the arguments: argument --seed"),
 ])
 def test_a_bad_flag_stops_before_any_restart(serving, data, message):
     before = main_pids()

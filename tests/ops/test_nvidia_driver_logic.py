@@ -6,7 +6,7 @@ import pytest
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from pyinfra.api import OperationValueError
 
-from llmfleet.gpu import AppClocks
+from llmfleet.schema import AppClocks
 from operations import TEMPLATES
 from operations.gpu_clocks import UNIT
 from operations.nvidia_driver import driver_packages, reboot_reasons, repo_distro

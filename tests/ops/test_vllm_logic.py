@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from pyinfra.api import FunctionCommand, StringCommand
 
-from llmfleet import vllm
+from llmfleet import vllm_service as vllm
 from llmfleet.settings import validate
 from operations import vllm as ops
 

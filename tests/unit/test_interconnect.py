@@ -16,7 +16,7 @@ import pytest
 from test_gpu_guardrails import defaults
 
 from llmfleet import interconnect
-from llmfleet.gpu import GpuProfile
+from llmfleet.schema import GpuProfile
 from llmfleet.settings import SettingsError, validate
 
 DATA = Path(__file__).parent / "data" / "interconnect"

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from llmfleet import monitoring, vllm
+from llmfleet import monitoring, vllm_service
 from llmfleet.settings import SettingsError, validate
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -33,10 +33,10 @@ def refused(**override) -> str:
 def test_flags_render_as_arguments():
     s = settings(vllm_flags={"dtype": "half", "max_model_len": 4096, "enable-prefix-caching": True,
                              "enable-chunked-prefill": False, "quantization": None, "tensor-parallel-size": 8})
-    assert vllm.flag_args(s) == ["--dtype", "half", "--max-model-len", "4096", "--enable-prefix-caching",
+    assert vllm_service.flag_args(s) == ["--dtype", "half", "--max-model-len", "4096", "--enable-prefix-caching",
                                  "--no-enable-chunked-prefill", "--tensor-parallel-size", "8"]
-    cmd = vllm.command(s)
-    assert cmd[:3] == [f"/opt/llmfleet/vllm/envs/{vllm.env_id(s)}/bin/python3", "-m",
+    cmd = vllm_service.command(s)
+    assert cmd[:3] == [f"/opt/llmfleet/vllm/envs/{vllm_service.env_id(s)}/bin/python3", "-m",
                        "vllm.entrypoints.openai.api_server"]
     assert cmd[3:11] == ["--model", "/data/models/llama-3.1-8b-instruct/current", "--served-model-name", "default",
                          "--host", "0.0.0.0", "--port", "8000"]
@@ -44,8 +44,8 @@ def test_flags_render_as_arguments():
 
 def test_environment_id_follows_the_package_set():
     a, b = settings(), settings(vllm_packages=["vllm==0.19.1", "nvidia-ml-py==13.580.82"])
-    assert vllm.env_id(a) != vllm.env_id(b) and len(vllm.env_id(a)) == 12
-    assert vllm.env_id(a) == vllm.env_id(settings())
+    assert vllm_service.env_id(a) != vllm_service.env_id(b) and len(vllm_service.env_id(a)) == 12
+    assert vllm_service.env_id(a) == vllm_service.env_id(settings())
 
 
 def test_unit_is_hardened_and_holds_no_secret(tmp_path):
@@ -53,22 +53,22 @@ def test_unit_is_hardened_and_holds_no_secret(tmp_path):
     key.write_text("sk-very-secret\n")
     key.chmod(0o600)
     s = settings(vllm_api_key_file=str(key), vllm_env={"NCCL_DEBUG": "WARN", "ODD": "a b %x"})
-    unit = vllm.render_unit(s, gpu=True)
+    unit = vllm_service.render_unit(s, gpu=True)
     assert "sk-very-secret" not in unit
-    assert f"EnvironmentFile={vllm.API_KEY_FILE}" in unit
+    assert f"EnvironmentFile={vllm_service.API_KEY_FILE}" in unit
     for line in ("NoNewPrivileges=yes", "ProtectSystem=strict", "PrivateTmp=yes", "Restart=on-failure",
                  "StartLimitBurst=5", "TimeoutStartSec=900", "LimitNOFILE=65536", "LimitMEMLOCK=infinity",
                  "User=vllm", "Environment=NCCL_DEBUG=WARN", 'Environment="ODD=a b %%x"',
                  "After=network-online.target nvidia-persistenced.service llmfleet-gpu-clocks.service"):
         assert line + "\n" in unit, line
-    assert "ExecStart=" + " ".join(vllm.command(s)) + "\n" in unit
-    assert vllm.api_key_env(s) == "VLLM_API_KEY=sk-very-secret\n"
+    assert "ExecStart=" + " ".join(vllm_service.command(s)) + "\n" in unit
+    assert vllm_service.api_key_env(s) == "VLLM_API_KEY=sk-very-secret\n"
 
 
 def test_systemd_quoting():
-    assert vllm.systemd_quote("--max-model-len") == "--max-model-len"
-    assert vllm.systemd_quote('{"a": 1}') == '"{\\"a\\": 1}"'
-    assert vllm.systemd_quote("50%") == "50%%" and vllm.systemd_quote("$HOME") == '"$$HOME"'
+    assert vllm_service.systemd_quote("--max-model-len") == "--max-model-len"
+    assert vllm_service.systemd_quote('{"a": 1}') == '"{\\"a\\": 1}"'
+    assert vllm_service.systemd_quote("50%") == "50%%" and vllm_service.systemd_quote("$HOME") == '"$$HOME"'
 
 
 @pytest.mark.parametrize("flags,version,expected", [
@@ -101,11 +101,11 @@ def test_host_parser_report_names_the_flag_and_the_closest_option():
     s = settings()
     report = {"version": "0.19.1", "unknown": ["--max-num-seqz"], "options": ["--max-num-seqs", "--max-model-len"],
               "error": None}
-    assert vllm.host_flag_problems(s, report) == [
+    assert vllm_service.host_flag_problems(s, report) == [
         "vllm_flags.max-num-seqz: vLLM 0.19.1 installed on the host has no --max-num-seqz "
         "(fix: did you mean --max-num-seqs?)"]
     report = {"version": "0.19.1", "unknown": [], "options": [], "error": "argument --max-model-len: invalid int"}
-    assert vllm.host_flag_problems(s, report) == [
+    assert vllm_service.host_flag_problems(s, report) == [
         "vllm_flags: vLLM 0.19.1 refuses the arguments: argument --max-model-len: invalid int"]
 
 

@@ -19,7 +19,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from llmfleet import compat
 
 if TYPE_CHECKING:
-    from llmfleet.settings import Settings
+    from llmfleet.schema import Settings, VllmModel
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates" / "vllm"
 UNIT_NAME = "vllm.service"
@@ -76,13 +76,20 @@ def env_dir(settings: Settings) -> str:
     return f"{envs_dir(settings)}/{env_id(settings)}"
 
 
+def model(settings: Settings) -> VllmModel:
+    """The served model (validation refuses a serving host without one)."""
+    if settings.vllm_model is None:
+        raise ValueError("vllm_model = None: no model to serve (fix: set vllm_model, or vllm_enabled = False)")
+    return settings.vllm_model
+
+
 def model_root(settings: Settings) -> str:
-    return f"{settings.vllm_models_dir}/{settings.vllm_model.name}"
+    return f"{settings.vllm_models_dir}/{model(settings).name}"
 
 
 def model_dir(settings: Settings) -> str:
     """/data/models/<name>/<version>; `current` beside it names the one served."""
-    return f"{model_root(settings)}/{settings.vllm_model.version}"
+    return f"{model_root(settings)}/{model(settings).version}"
 
 
 def model_link(settings: Settings) -> str:
@@ -134,24 +141,60 @@ def api_key_env(settings: Settings) -> str | None:
 
 
 def static_flag_problems(settings: Settings) -> list[str]:
-    """Flags wrong for the pinned version, found without a host: reserved ones, and the names the
-    compatibility table knows to be misspelt, removed or never real (each with its fix)."""
+    """Flags wrong for the pinned version, found without a host: reserved ones, the names the
+    compatibility table knows to be misspelt, removed or never real, and values out of the range
+    the table gives the option in that version (each with its fix)."""
     problems = []
-    version = compat.version_tuple(settings.vllm_version)
-    for name in flags(settings):
+    rules = compat.option_rules(settings.vllm_version)
+    for name, value in flags(settings).items():
         if name in RESERVED_FLAGS:
             problems.append(f"vllm_flags.{name}: set by llmfleet from {RESERVED_FLAGS[name]} "
                             f"(fix: remove it from vllm_flags and set {RESERVED_FLAGS[name]})")
             continue
         row = compat.FLAG_FIXES.get(name)
-        if row is None:
+        if row is not None and not compat.in_range(settings.vllm_version, row[0], row[1]):
+            problems.append(f"vllm_flags.{name}: not an option of vLLM {settings.vllm_version} (fix: {row[2]})")
             continue
-        valid_from, valid_until, fix = row
-        exists = valid_from is not None and compat.version_tuple(valid_from) <= version and (
-            valid_until is None or version < compat.version_tuple(valid_until))
-        if not exists:
-            problems.append(f"vllm_flags.{name}: not an option of vLLM {settings.vllm_version} (fix: {fix})")
+        rule = rules.get(name)
+        if rule is not None and value is not None and not _takes(rule, value):
+            problems.append(f"vllm_flags.{name} = {value!r}: vLLM {settings.vllm_version} takes "
+                            f"{_describe_rule(rule)} ({rule.source}) (fix: e.g. {rule.example!r})")
     return problems
+
+
+# vLLM's human_readable_int: "32k" (1000s), "32K" (1024s), "25.6k"
+_HUMAN_READABLE = re.compile(r"(\d+(?:\.\d+)?)([kKmMgGtT])")
+
+
+def _takes(rule: compat.OptionRule, value: object) -> bool:
+    """Whether the option takes the value, by its rule."""
+    if isinstance(value, bool):  # True renders as a bare --flag: never a value
+        return False
+    if rule.kind == "choice":
+        return value in rule.choices and type(value) is type(rule.choices[0])
+    if value in rule.also and not isinstance(value, float):
+        return True
+    if isinstance(value, str) and value.lower() in [a for a in rule.also if isinstance(a, str)]:
+        return True  # vLLM compares 'auto' in any case
+    if rule.kind == "int" and rule.human_readable and isinstance(value, str):
+        return bool(_HUMAN_READABLE.fullmatch(value))
+    if not isinstance(value, int if rule.kind == "int" else (int, float)):
+        return False
+    if rule.low is not None and (value < rule.low or (rule.low_open and value == rule.low)):
+        return False
+    return rule.high is None or value <= rule.high
+
+
+def _describe_rule(rule: compat.OptionRule) -> str:
+    if rule.kind == "choice":
+        return "one of " + ", ".join(repr(c) for c in rule.choices)
+    what = "a whole number" if rule.kind == "int" else "a number"
+    if rule.low is not None:
+        what += f" {'>' if rule.low_open else '>='} {rule.low:g}"
+    if rule.high is not None:
+        what += f" and <= {rule.high:g}"
+    extra = [repr(a) for a in rule.also] + (["a size like '32k'"] if rule.human_readable else [])
+    return what + (f", or {', '.join(extra)}" if extra else "")
 
 
 def host_flag_problems(settings: Settings, report: dict) -> list[str]:

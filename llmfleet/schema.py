@@ -1,0 +1,289 @@
+"""The schema of group data: every tunable, its type and its limits, and the GPU hardware
+profile types (`GpuProfile`, `AppClocks`).
+
+Defaults and their documentation live in ``group_data/all.py`` (one place, like an Ansible role's
+``defaults/main.yml``); this module says what a valid value is, one setting at a time. The checks
+across settings and the one entry point that validates a host (``validate``, ``settings_for``)
+are in ``llmfleet/settings.py``; they import this module, never the other way round.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, model_validator
+
+from llmfleet.probe.config import RequestClass
+
+# Host data that is not an llmfleet setting: pyinfra's global arguments (`_sudo`, ...), its
+# connectors' data (`ssh_user`, ...), and what the lab inventory records about a host (`lab_*`).
+NOT_SETTINGS_PREFIXES = ("_", "ssh_", "docker_", "dockerssh_", "podman_", "local_", "chroot_", "winrm_",
+                         "fake_", "lab_")
+
+_PACKAGE = re.compile(r"^[a-z0-9][a-z0-9+.-]+(=[A-Za-z0-9.+~:-]+)?$")
+_URL = re.compile(r"^(https?|file)://[^\s'\"\\;&|`$<>]+$")
+_HOST = re.compile(r"^[A-Za-z0-9.-]+(:[0-9]+)?$")
+
+
+def _package(value: str) -> str:
+    if not _PACKAGE.match(value):
+        raise ValueError("not a Debian package name (lower case letters, digits, + - .; optional =version)")
+    return value
+
+
+def _url(value: str) -> str:
+    if not _URL.match(value):
+        raise ValueError("not an http(s):// or file:// URL without spaces or shell characters")
+    return value
+
+
+def _hostname(value: str) -> str:
+    if not _HOST.match(value):
+        raise ValueError("not a host name or address (with an optional :port)")
+    return value
+
+
+def _pattern(regex: str, what: str):
+    compiled = re.compile(regex)
+
+    def check(value: str) -> str:
+        if not compiled.fullmatch(value):
+            raise ValueError(f"not {what}")
+        return value
+
+    return AfterValidator(check)
+
+
+PackageName = Annotated[str, AfterValidator(_package)]
+# Kernel parameters and values: no spaces, quotes or shell characters (they end up in grub's
+# configuration, which is a shell script).
+KernelParam = Annotated[str, _pattern(r"[A-Za-z0-9_.-]+", "a kernel parameter name (letters, digits, _ . -)")]
+KernelValue = Annotated[str, _pattern(r"[A-Za-z0-9_.,:/+-]+",
+                                      "a kernel parameter value (letters, digits, _ . , : / + -)")]
+SysctlName = Annotated[str, _pattern(r"[a-z0-9_]+(\.[A-Za-z0-9_-]+)+", "a sysctl name like vm.swappiness")]
+SysctlValue = Annotated[str, _pattern(r"[A-Za-z0-9_ \t.:-]+", "a sysctl value (numbers or words)")]
+ModuleName = Annotated[str, _pattern(r"[a-z0-9_-]+", "a kernel module name")]
+UnitName = Annotated[str, _pattern(r"[A-Za-z0-9@_.:-]+\.(service|target)", "a systemd unit like vllm.service")]
+UserName = Annotated[str, _pattern(r"[a-z_][a-z0-9_-]{0,31}", "a user name")]
+PositiveInt = Annotated[int, Field(gt=0, strict=True)]
+Url = Annotated[str, AfterValidator(_url)]
+HostName = Annotated[str, AfterValidator(_hostname)]
+
+
+def _not_a_number(value):
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        raise ValueError(f"is a number, and a version must be a string ({value!r} would lose digits such as "
+                         "12.10 -> 12.1): quote it, '12.9', or on pyinfra's command line --data 'KEY=\"12.9\"'")
+    return value
+
+
+_VERSION = BeforeValidator(_not_a_number)
+DriverVersion = Annotated[str, _VERSION,
+                          _pattern(r"[0-9]{3}\.[0-9]+(\.[0-9]+)?", "an NVIDIA driver version like 580.95.05")]
+CudaVersion = Annotated[str, _VERSION, _pattern(r"[0-9]+\.[0-9]+", "a CUDA toolkit version like 12.9")]
+Version = Annotated[str, _VERSION, _pattern(r"[0-9]+(\.[0-9]+){1,3}", "a version like 0.19.1")]
+AbsPath = Annotated[str, _pattern(r"/[A-Za-z0-9_./-]*", "an absolute path (letters, digits, _ . / -)")]
+
+
+PipName = Annotated[str, _pattern(r"[A-Za-z0-9][A-Za-z0-9._-]*", "a Python package name")]
+# pinned: name==version (a local version label like +cpu allowed), no URLs or options
+PipRequirement = Annotated[str, _pattern(r"[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9,._-]+\])?==[0-9][A-Za-z0-9.+!-]*",
+                                         "a pinned requirement like vllm==0.19.1")]
+FlagName = Annotated[str, _pattern(r"-{0,2}[a-z0-9][a-z0-9_-]*", "a vLLM option name like max-model-len")]
+FlagValue = Annotated[int, Field(strict=True)] | float | StrictBool | None | \
+    Annotated[str, _pattern(r"[^\n\r\x00]*", "one line of text")] | list[str | int] | dict
+EnvName = Annotated[str, _pattern(r"[A-Z_][A-Z0-9_]*", "an environment variable name (A-Z 0-9 _)")]
+EnvValue = Annotated[str, _pattern(r"[^\n\r\x00]*", "one line of text")]
+
+
+# GPU hardware profiles (group data `gpu_profiles`, chosen per host by `gpu_profile`)
+Flavour = Literal["proprietary", "open"]
+
+
+class AppClocks(BaseModel):
+    """Application clocks in MHz. nvidia-smi takes them memory first: `nvidia-smi -ac MEMORY,GRAPHICS`."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    memory: int = Field(gt=0)
+    graphics: int = Field(gt=0)
+
+
+class GpuProfile(BaseModel):
+    """What a host's GPUs must look like (documented field by field in group_data/all.py)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    model_name: str
+    pci_device_id: str = Field(pattern=r"^0x[0-9a-f]{4}$")
+    count: int = Field(gt=0)
+    memory_mib: int = Field(gt=0)
+    memory_bandwidth_gbs: float = Field(gt=0)
+    pcie_gen: int = Field(ge=1, le=6)
+    pcie_width: int = Field(ge=1, le=32)
+    nvlink_links: int = Field(ge=0)
+    compute_capability: float = Field(gt=0)
+    driver_flavours: list[Flavour] = Field(min_length=1)
+    driver_branch_min: int
+    driver_branch_max: int | None
+    cuda_max_major: int | None
+    memory_errors: Literal["page_retirement", "row_remapping"]
+    # memory clock (MHz) -> [lowest, highest] graphics clock (MHz) supported with it
+    supported_clocks: dict[int, tuple[int, int]] = Field(min_length=1)
+    app_clocks: AppClocks
+    # the interconnect (verify/test_gpu_interconnect.py, onboarding acceptance):
+    # "i-j" -> NVLink links between GPU i and GPU j; pairs left out go over PCIe
+    nvlink_pairs: dict[Annotated[str, Field(pattern=r"^[0-9]+-[0-9]+$")], Annotated[int, Field(gt=0)]] = {}
+    gpu_numa_nodes: list[int] | None = None  # NUMA node of each GPU (None: not checked)
+    p2p: Literal["nvlink_pairs", "all_pairs", "none"] = "nvlink_pairs"  # where peer access must work
+    allreduce_min_busbw_gbs: dict[Annotated[int, Field(gt=0)], Annotated[float, Field(gt=0)]] = {}  # MiB -> GB/s
+    source: str
+
+    @model_validator(mode="after")
+    def _interconnect_fits_count(self):
+        for key in self.nvlink_pairs:
+            i, j = (int(x) for x in key.split("-"))
+            if i == j or max(i, j) >= self.count:
+                raise ValueError(f"nvlink_pairs key {key!r}: needs two different GPU indexes below count "
+                                 f"{self.count}")
+        if len({tuple(sorted(k.split("-"))) for k in self.nvlink_pairs}) != len(self.nvlink_pairs):
+            raise ValueError("nvlink_pairs names a pair twice (as i-j and j-i)")
+        if self.gpu_numa_nodes is not None and len(self.gpu_numa_nodes) != self.count:
+            raise ValueError(f"gpu_numa_nodes has {len(self.gpu_numa_nodes)} entries, count is {self.count}")
+        if self.count < 2 and self.allreduce_min_busbw_gbs:
+            raise ValueError("allreduce_min_busbw_gbs on a one-GPU profile: there is no all-reduce to measure")
+        return self
+
+    @property
+    def arch(self) -> str:
+        """"7.0" -> "sm_70"."""
+        major, minor = f"{self.compute_capability:.1f}".split(".")
+        return f"sm_{major}{minor}"
+
+    def clocks_supported(self, clocks: AppClocks) -> bool:
+        span = self.supported_clocks.get(clocks.memory)
+        return span is not None and span[0] <= clocks.graphics <= span[1]
+
+    def describe_clocks(self) -> str:
+        return ", ".join(f"memory {m} MHz with graphics {lo}-{hi} MHz" for m, (lo, hi) in
+                         sorted(self.supported_clocks.items()))
+
+
+
+class VllmModel(BaseModel):
+    """The model a host serves (documented in group_data/all.py)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    name: Annotated[str, _pattern(r"[A-Za-z0-9][A-Za-z0-9._-]*", "a folder name (letters, digits, . _ -)")]
+    version: Annotated[str, _pattern(r"[A-Za-z0-9][A-Za-z0-9._-]*", "a folder name (letters, digits, . _ -)")]
+    source: Annotated[str, _pattern(r"(file:///|https?://|hf://)[^\s'\"\\;&|`$<>]+",
+                                    "file:///folder on the control machine, https://archive.tar or hf://org/name")]
+    sha256: Annotated[str, _pattern(r"[0-9a-f]{64}", "a sha256 (64 hex digits)")] | None = None
+    revision: Annotated[str, _pattern(r"[0-9a-f]{40}", "a commit (40 hex digits)")] | None = None
+    torch_dtype: Literal["float16", "bfloat16", "float32"]
+    num_attention_heads: PositiveInt
+
+
+class VllmAlerts(BaseModel):
+    """Alert thresholds of the monitoring hand-off."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    queue_waiting: PositiveInt
+    kv_cache_usage: Annotated[float, Field(gt=0, le=1)]
+    error_ratio: Annotated[float, Field(gt=0, lt=1)]
+    e2e_latency_p95_s: Annotated[float, Field(gt=0)]
+
+
+class Settings(BaseModel):
+    """Every llmfleet setting. Defaults and documentation: group_data/all.py."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    # mirrors
+    apt_proxy: Url | None
+    pip_index_url: Url | None
+    pip_find_links: list[Url]
+    pip_no_index: StrictBool
+    pip_trusted_hosts: list[HostName]
+    # base_packages
+    base_packages: list[PackageName]
+    apt_cache_valid_s: PositiveInt
+    cpu_governor: Literal["performance", "powersave", "ondemand", "schedutil", "conservative"] | None
+    # kernel_cmdline and reboots
+    kernel_cmdline: dict[KernelParam, KernelValue | None]
+    reboot_max_unavailable: PositiveInt
+    reboot_timeout_s: PositiveInt
+    reboot_stop_units: list[UnitName]
+    # thp
+    thp_enabled: Literal["always", "madvise", "never"]
+    thp_defrag: Literal["always", "defer", "defer+madvise", "madvise", "never"]
+    # limits
+    service_user: UserName
+    limits_nofile: PositiveInt
+    limits_memlock: PositiveInt | Literal["unlimited"]
+    # sysctls
+    sysctls: dict[SysctlName, Annotated[int, Field(strict=True)] | SysctlValue]
+    # chrony
+    chrony_servers: Annotated[list[HostName], Field(min_length=1)]
+    chrony_max_offset_ms: Annotated[float, Field(gt=0)]
+    # module_blacklist
+    module_blacklist: list[ModuleName]
+    # GPUs: profiles, NVIDIA driver, CUDA, clocks
+    gpu_profiles: dict[Annotated[str, _pattern(r"[a-z0-9_]+", "a profile name (a-z 0-9 _)")], GpuProfile]
+    gpu_profile: str | None
+    nvidia_repo_url: Url
+    nvidia_driver_version: DriverVersion
+    nvidia_driver_flavour: Literal["proprietary", "open"]
+    cuda_toolkit_version: CudaVersion
+    gpu_app_clocks: AppClocks | None
+    gpu_allreduce_sizes_mib: Annotated[list[PositiveInt], Field(min_length=1)]
+    gpu_allreduce_iters: PositiveInt
+    gpu_allreduce_warmup: Annotated[int, Field(ge=0)]
+    gpu_allreduce_timeout_s: PositiveInt
+    # vllm: the service
+    vllm_enabled: StrictBool
+    vllm_packages: Annotated[list[PipRequirement], Field(min_length=1)]
+    vllm_pip_remove: list[PipName]
+    vllm_venv: AbsPath
+    vllm_version: Version
+    vllm_torch_version: Version | None
+    vllm_models_dir: AbsPath
+    vllm_model: VllmModel | None
+    vllm_served_model_name: Annotated[str, _pattern(r"[A-Za-z0-9._/-]+", "a model name (letters, digits, . _ / -)")]
+    vllm_host: Annotated[str, _pattern(r"[0-9a-fA-F.:]+", "an IP address to listen on (0.0.0.0: all)")]
+    vllm_port: Annotated[int, Field(ge=1, le=65535, strict=True)]
+    vllm_flags: dict[FlagName, FlagValue]
+    vllm_env: dict[EnvName, EnvValue]
+    vllm_api_key_file: AbsPath | None
+    vllm_max_unavailable: PositiveInt
+    vllm_ready_timeout_s: PositiveInt
+    vllm_start_limit_burst: PositiveInt
+    vllm_start_limit_interval_s: PositiveInt
+    vllm_alerts: VllmAlerts
+    # probe (llmfleet.probe.config documents the fields of a request class)
+    probe_mix: Annotated[list[RequestClass], Field(min_length=1)]
+    probe_slo_p95_e2e_ms: Annotated[float, Field(gt=0)]
+    probe_check_rps: Annotated[float, Field(gt=0)]
+    probe_arrivals: Literal["poisson", "gamma"]
+    probe_burstiness: Annotated[float, Field(gt=0)]
+    probe_duration_s: Annotated[float, Field(gt=0)]
+    probe_warmup_s: Annotated[float, Field(ge=0)]
+    probe_min_requests: PositiveInt
+    probe_request_timeout_s: Annotated[float, Field(gt=0)]
+    probe_stall_timeout_s: Annotated[float, Field(gt=0)]
+    probe_repeats: PositiveInt
+    probe_search_start_rps: Annotated[float, Field(gt=0)]
+    probe_search_max_rps: Annotated[float, Field(gt=0)]
+    probe_search_precision: Annotated[float, Field(gt=0, lt=1)]
+    probe_baseline_file: str | None
+    probe_baseline_tolerance: Annotated[float, Field(gt=0, lt=1)]
+    probe_seed: int
+    probe_max_client_lag_ms: Annotated[float, Field(gt=0)]
+    # onboarding
+    onboard_min_free_gb: PositiveInt
+
+
+class SettingsError(ValueError):
+    """Group data that cannot be deployed; the message names host, setting, value and fix."""
+
+
