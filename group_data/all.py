@@ -23,6 +23,16 @@ pip_find_links = []
 pip_no_index = False
 # Hosts pip may reach over plain http (an internal mirror without TLS).
 pip_trusted_hosts = []
+# apt's downloads (/etc/apt/apt.conf.d/80llmfleet-acquire, proxy or not). Seconds apt waits on a
+# silent connection before it gives up on a file (Acquire::http::Timeout, ::https::Timeout).
+apt_http_timeout_s = 30
+# How often apt tries a failed file again (Acquire::Retries, 0 to 10).
+apt_retries = 3
+# Requests apt sends on one connection before the first answer (Acquire::http::Pipeline-Depth,
+# 0 to 10; apt's default is 10). 0: one request at a time. A pipelined connection to
+# apt-cacher-ng that answered one index short left apt 2.6 waiting with nothing to read: the
+# lab's stalled `apt-get update` (a LAN proxy gains little from pipelining).
+apt_http_pipeline_depth = 0
 
 # ---------------------------------------------------------------------------------------------
 # base_packages: Debian/Ubuntu packages every GPU server needs.
