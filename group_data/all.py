@@ -29,10 +29,9 @@ apt_http_timeout_s = 30
 # How often apt tries a failed file again (Acquire::Retries, 0 to 10).
 apt_retries = 3
 # Requests apt sends on one connection before the first answer (Acquire::http::Pipeline-Depth,
-# 0 to 10; apt's default is 10). 0: one request at a time. A pipelined connection to
-# apt-cacher-ng that answered one index short left apt 2.6 waiting with nothing to read: the
-# lab's stalled `apt-get update` (a LAN proxy gains little from pipelining).
-apt_http_pipeline_depth = 0
+# 0 to 10; 10 is apt's own default). 0 sends one request at a time, for a proxy that mishandles
+# pipelining. (The lab's stalled `apt-get update` was the proxy's: llmfleet/lab/services.py.)
+apt_http_pipeline_depth = 10
 
 # ---------------------------------------------------------------------------------------------
 # base_packages: Debian/Ubuntu packages every GPU server needs.

@@ -22,9 +22,9 @@ def test_the_drop_in_carries_the_group_data_values():
                       'Acquire::http::Pipeline-Depth "2";']
 
 
-def test_the_defaults_turn_pipelining_off_and_bound_a_silent_connection():
+def test_the_defaults_keep_apts_pipelining_and_bound_a_silent_connection():
     text = rendered()
-    assert 'Acquire::http::Pipeline-Depth "0";' in text and 'Acquire::http::Timeout "30";' in text
+    assert 'Acquire::http::Pipeline-Depth "10";' in text and 'Acquire::http::Timeout "30";' in text
 
 
 @pytest.mark.parametrize("key,value,fragment", [
