@@ -23,6 +23,15 @@ pip_find_links = []
 pip_no_index = False
 # Hosts pip may reach over plain http (an internal mirror without TLS).
 pip_trusted_hosts = []
+# apt's downloads (/etc/apt/apt.conf.d/80llmfleet-acquire, proxy or not). Seconds apt waits on a
+# silent connection before it gives up on a file (Acquire::http::Timeout, ::https::Timeout).
+apt_http_timeout_s = 30
+# How often apt tries a failed file again (Acquire::Retries, 0 to 10).
+apt_retries = 3
+# Requests apt sends on one connection before the first answer (Acquire::http::Pipeline-Depth,
+# 0 to 10; 10 is apt's own default). 0 sends one request at a time, for a proxy that mishandles
+# pipelining. (The lab's stalled `apt-get update` was the proxy's: llmfleet/lab/services.py.)
+apt_http_pipeline_depth = 10
 
 # ---------------------------------------------------------------------------------------------
 # base_packages: Debian/Ubuntu packages every GPU server needs.

@@ -205,6 +205,9 @@ class Settings(BaseModel):
     pip_find_links: list[Url]
     pip_no_index: StrictBool
     pip_trusted_hosts: list[HostName]
+    apt_http_timeout_s: PositiveInt
+    apt_retries: Annotated[int, Field(ge=0, le=10, strict=True)]
+    apt_http_pipeline_depth: Annotated[int, Field(ge=0, le=10, strict=True)]
     # base_packages
     base_packages: list[PackageName]
     apt_cache_valid_s: PositiveInt

@@ -15,5 +15,4 @@ def install(settings: Settings):
         update=True,
         cache_time=settings.apt_cache_valid_s,
         no_recommends=True,
-        _env={"DEBIAN_FRONTEND": "noninteractive"},
     )

@@ -17,7 +17,7 @@ def configure(settings: Settings):
     """Install chrony, point it at `chrony_servers`, and keep it enabled and running."""
     # install
     apt.packages(name="chrony is installed", packages=["chrony"], cache_time=settings.apt_cache_valid_s,
-                 update=True, no_recommends=True, _env={"DEBIAN_FRONTEND": "noninteractive"})
+                 update=True, no_recommends=True)
     # configure
     conf = files.template(name="chrony uses the configured servers", src=template("chrony", "chrony.conf.j2"),
                           dest=CONF, mode="644", servers=list(settings.chrony_servers))
@@ -30,9 +30,7 @@ def configure(settings: Settings):
     dropin = files.template(name="chrony runs without clock control on a container host",
                             src=template("chrony", "90-llmfleet-container.conf.j2"), dest=CONTAINER_DROPIN,
                             mode="644") if container else None
-    # activate: one restart when anything changed
-    if dropin is not None and dropin.will_change:
-        systemd.daemon_reload(name="systemd reads the chrony drop-in")
-    restart = conf.will_change or (dropin is not None and dropin.will_change)
+    # activate: systemd reads a changed drop-in, and one restart when anything changed
+    dropin_changed = dropin is not None and dropin.will_change
     systemd.service(name="chrony is enabled and running", service="chrony", running=True, enabled=True,
-                    restarted=restart)
+                    restarted=conf.will_change or dropin_changed, daemon_reload=dropin_changed)

@@ -24,7 +24,5 @@ def configure(settings: Settings):
         return
     unit = files.template(name="boot unit sets the CPU governor", src=template("cpu_governor", UNIT + ".j2"),
                           dest=f"/etc/systemd/system/{UNIT}", mode="644", governor=settings.cpu_governor)
-    if unit.will_change:
-        systemd.daemon_reload(name="systemd reads the governor unit")
     systemd.service(name="governor unit enabled and run", service=UNIT, enabled=True, running=True,
-                    restarted=unit.will_change)
+                    restarted=unit.will_change, daemon_reload=unit.will_change)

@@ -10,7 +10,7 @@ from pyinfra.operations import apt
 
 from llmfleet.settings import Settings
 from operations import apt_hold
-from operations.nvidia_driver import APT_ENV, skipped
+from operations.nvidia_driver import skipped
 
 
 def package_name(version: str) -> str:
@@ -24,6 +24,5 @@ def install(settings: Settings):
     if skipped(settings, "cuda_toolkit"):
         return
     name = package_name(settings.cuda_toolkit_version)
-    apt.packages(name=f"CUDA toolkit {settings.cuda_toolkit_version}", packages=[name], no_recommends=True,
-                 _env=APT_ENV)
+    apt.packages(name=f"CUDA toolkit {settings.cuda_toolkit_version}", packages=[name], no_recommends=True)
     apt_hold.held(name="CUDA toolkit held", packages=[name])

@@ -58,8 +58,7 @@ def configure(settings: Settings):
     unit = files.template(name="boot unit applies the application clocks", src=template("gpu_clocks", UNIT + ".j2"),
                           dest=f"/etc/systemd/system/{UNIT}", mode="644", memory=clocks.memory,
                           graphics=clocks.graphics)
-    if unit.will_change:
-        systemd.daemon_reload(name="systemd reads the clocks unit")
-    systemd.service(name="clocks unit enabled at boot", service=UNIT, enabled=True, running=None)
+    systemd.service(name="clocks unit enabled at boot", service=UNIT, enabled=True, running=None,
+                    daemon_reload=unit.will_change)
     applied(name=f"application clocks {clocks.memory},{clocks.graphics} (memory,graphics)",
             memory=clocks.memory, graphics=clocks.graphics, force=unit.will_change)

@@ -7,12 +7,14 @@ from llmfleet.settings import Settings
 from operations import template
 
 APT_PROXY_FILE = "/etc/apt/apt.conf.d/01llmfleet-proxy"
+APT_ACQUIRE_FILE = "/etc/apt/apt.conf.d/80llmfleet-acquire"
 PIP_CONF = "/etc/pip.conf"
 
 
 @deploy("mirrors: apt proxy and pip index")
 def configure(settings: Settings):
-    """Point apt at `apt_proxy` (or remove the drop-in) and write pip's site-wide config."""
+    """Point apt at `apt_proxy` (or remove the drop-in), bound apt's downloads (timeout, retries,
+    pipelining) and write pip's site-wide config."""
     if settings.apt_proxy:
         files.template(
             name="apt uses the configured proxy",
@@ -25,6 +27,17 @@ def configure(settings: Settings):
         )
     else:
         files.file(name="no apt proxy drop-in", path=APT_PROXY_FILE, present=False)
+    files.template(
+        name="apt's downloads are bounded (timeout, retries, pipelining)",
+        src=template("mirrors", "apt-acquire.conf.j2"),
+        dest=APT_ACQUIRE_FILE,
+        mode="644",
+        user="root",
+        group="root",
+        timeout_s=settings.apt_http_timeout_s,
+        retries=settings.apt_retries,
+        pipeline_depth=settings.apt_http_pipeline_depth,
+    )
     files.template(
         name="pip uses the configured index and wheel folders",
         src=template("mirrors", "pip.conf.j2"),

@@ -12,6 +12,7 @@ import shlex
 
 from pyinfra import host, logger
 from pyinfra.api import OperationValueError, StringCommand, deploy, operation
+from pyinfra.facts.apt import noninteractive_apt
 from pyinfra.operations import apt, files, server
 
 from llmfleet.facts import NvidiaHost
@@ -45,12 +46,18 @@ DRIVER_PACKAGES = {
     },
 }
 DEB_VERSION = {"ubuntu": "{version}-0ubuntu1", "debian": "{version}-1"}
-REPO_KEY = "3bf863cc.pub"  # the CUDA repository signing key, in each distribution folder
-KEYRING = "/usr/share/keyrings/llmfleet-nvidia-cuda.gpg"
-SOURCES = "/etc/apt/sources.list.d/llmfleet-nvidia-cuda.list"
+REPO_KEY = "3bf863cc.pub"  # the CUDA repository signing key (ASCII-armoured), in each distribution folder
+# pyinfra's apt.key dearmors the key (gpg, hence gnupg first) into /etc/apt/keyrings/ and leaves
+# an existing keyring alone; apt.sources_file writes /etc/apt/sources.list.d/<name>.sources (deb822).
+KEYRING = "/etc/apt/keyrings/llmfleet-nvidia-cuda.gpg"
+SOURCES_NAME = "llmfleet-nvidia-cuda"
+# What llmfleet wrote before it used apt.key and apt.sources_file: removed, because apt refuses a
+# repository listed twice with two Signed-By keyrings ("Conflicting values set for option Signed-By").
+OLD_REPOSITORY_FILES = ("/etc/apt/sources.list.d/llmfleet-nvidia-cuda.list",
+                        "/usr/share/keyrings/llmfleet-nvidia-cuda.gpg",
+                        "/usr/share/keyrings/llmfleet-nvidia-cuda.gpg.asc")
 PREFERENCES = "/etc/apt/preferences.d/90-llmfleet-nvidia"
 NOUVEAU = "/etc/modprobe.d/90-llmfleet-nouveau.conf"
-APT_ENV = {"DEBIAN_FRONTEND": "noninteractive"}
 
 
 def skipped(settings: Settings, component: str) -> bool:
@@ -97,6 +104,28 @@ def driver_packages(os_id: str, flavour: str, version: str) -> dict[str, str]:
 
 
 @operation()
+def repository(url: str):
+    """
+    NVIDIA's CUDA repository is an apt source: its signing key (pyinfra's apt.key) and a deb822
+    source signed by that key (apt.sources_file); apt reads its index again when either changed.
+    The files of the one-line source this replaces are removed first.
+
+    + url: the repository folder for the host's distribution (.../ubuntu2204/x86_64)
+    """
+    commands = []
+    for path in OLD_REPOSITORY_FILES:
+        commands += files.file._inner(path=path, present=False)
+    commands += apt.key._inner(src=f"{url}/{REPO_KEY}", dest=KEYRING)
+    # a flat repository: the suite is the path "/", and there are no components
+    commands += apt.sources_file._inner(filename=SOURCES_NAME, uris=[f"{url}/"], suites=["/"], signed_by=KEYRING)
+    if not commands:
+        host.noop(f"nvidia_driver: CUDA repository {url}/ configured, signed by {KEYRING}")
+        return
+    yield from commands
+    yield from apt.update._inner()
+
+
+@operation()
 def installed(packages: dict[str, str], label: str):
     """
     The packages are installed at exactly these versions and held (apt-mark hold), so neither
@@ -113,8 +142,8 @@ def installed(packages: dict[str, str], label: str):
         if moving:
             yield StringCommand("apt-mark unhold " + " ".join(moving))
         specs = " ".join(shlex.quote(f"{p}={v}") for p, v in sorted(packages.items()))
-        yield StringCommand("DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "
-                            f"--allow-downgrades --allow-change-held-packages {specs}")
+        yield StringCommand(noninteractive_apt("install -q --no-install-recommends --allow-downgrades "
+                                               f"--allow-change-held-packages {specs}"))
         yield StringCommand("apt-mark hold " + " ".join(sorted(packages)))
         return
     unheld = sorted(p for p in packages if p not in held)
@@ -135,8 +164,7 @@ def dkms_built(kernel: str):
     if any(line.split(":")[-1].strip() == "installed" for line in facts["dkms"]):
         host.noop(f"nvidia_driver: DKMS module installed for kernel {kernel}")
         return
-    yield StringCommand("DEBIAN_FRONTEND=noninteractive apt-get install -y -q "
-                        + shlex.quote(f"linux-headers-{kernel}"))
+    yield StringCommand(noninteractive_apt("install -q " + shlex.quote(f"linux-headers-{kernel}")))
     yield StringCommand("dkms autoinstall -k " + shlex.quote(kernel))
 
 
@@ -153,25 +181,19 @@ def install(settings: Settings) -> list[str]:
     repo = f"{settings.nvidia_repo_url.rstrip('/')}/{distro}/x86_64"
     packages = driver_packages(facts["os"], settings.nvidia_driver_flavour, settings.nvidia_driver_version)
 
-    # repository (configure): key, source list, pin
+    # repository (configure): gnupg for apt.key's dearmor, then key, source and pin
     apt.packages(name="gnupg for the repository key", packages=["gnupg"], no_recommends=True,
-                 cache_time=settings.apt_cache_valid_s, update=True, _env=APT_ENV)
-    key = files.download(name="CUDA repository key", src=f"{repo}/{REPO_KEY}", dest=KEYRING + ".asc", mode="644")
-    if key.will_change:
-        server.shell(name="CUDA repository key dearmored",
-                     commands=[f"gpg --batch --yes --dearmor -o {KEYRING} {KEYRING}.asc && chmod 644 {KEYRING}"])
-    sources = files.template(name="CUDA repository", src=template("nvidia_driver", "llmfleet-nvidia-cuda.list.j2"),
-                             dest=SOURCES, mode="644", repo=repo, keyring=KEYRING)
-    pin = files.template(name="driver version pinned", src=template("nvidia_driver", "90-llmfleet-nvidia.pref.j2"),
-                         dest=PREFERENCES, mode="644", version=settings.nvidia_driver_version)
-    if key.will_change or sources.will_change or pin.will_change:
-        apt.update(name="apt reads the CUDA repository")
+                 cache_time=settings.apt_cache_valid_s, update=True)
+    repository(name="CUDA repository", url=repo)
+    # apt reads preferences at every install: a changed pin needs no index refresh
+    files.template(name="driver version pinned", src=template("nvidia_driver", "90-llmfleet-nvidia.pref.j2"),
+                   dest=PREFERENCES, mode="644", version=settings.nvidia_driver_version)
     # nouveau must never claim the GPUs (and must not come back from the initramfs)
     nouveau = files.template(name="nouveau blacklisted", src=template("nvidia_driver", "90-llmfleet-nouveau.conf.j2"),
                              dest=NOUVEAU, mode="644")
     # install: the running kernel's headers first (the DKMS build in the driver's postinst needs them)
     apt.packages(name=f"kernel headers for {facts['kernel']}", packages=[f"linux-headers-{facts['kernel']}"],
-                 no_recommends=True, _env=APT_ENV)
+                 no_recommends=True)
     driver = installed(name=f"NVIDIA driver {settings.nvidia_driver_version} ({settings.nvidia_driver_flavour})",
                        packages=packages, label="nvidia_driver")
     if nouveau.will_change or driver.will_change:

@@ -25,7 +25,5 @@ def configure(settings: Settings):
     dropin = files.template(name="persistenced enables persistence mode",
                             src=template("nvidia_persistence", "90-llmfleet.conf.j2"),
                             dest=f"{DROPIN_DIR}/90-llmfleet.conf", mode="644")
-    if dropin.will_change:
-        systemd.daemon_reload(name="systemd reads the persistenced drop-in")
     systemd.service(name="nvidia-persistenced enabled and running", service=UNIT, running=True, enabled=True,
-                    restarted=dropin.will_change)
+                    restarted=dropin.will_change, daemon_reload=dropin.will_change)

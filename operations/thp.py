@@ -24,10 +24,9 @@ def configure(settings: Settings):
         enabled_path=ENABLED,
         defrag_path=DEFRAG,
     )
-    if unit.will_change:
-        systemd.daemon_reload(name="systemd reads the thp unit")
     # enabled only: the values are set now by the sysfs operations below (and on a container host
     # the unit is skipped by its condition, so "running" would never hold)
-    systemd.service(name="thp unit enabled at boot", service=UNIT, enabled=True, running=None)
+    systemd.service(name="thp unit enabled at boot", service=UNIT, enabled=True, running=None,
+                    daemon_reload=unit.will_change)
     sysfs.value(name="thp enabled now", path=ENABLED, wanted=settings.thp_enabled, label="thp_enabled")
     sysfs.value(name="thp defrag now", path=DEFRAG, wanted=settings.thp_defrag, label="thp_defrag")

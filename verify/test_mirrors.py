@@ -3,6 +3,7 @@
 from verify.helpers import expect, read_files, run_remote
 
 APT_PROXY_FILE = "/etc/apt/apt.conf.d/01llmfleet-proxy"
+APT_ACQUIRE_FILE = "/etc/apt/apt.conf.d/80llmfleet-acquire"
 PIP_CONF = "/etc/pip.conf"
 
 def _pip_conf(settings) -> dict[str, str]:
@@ -35,6 +36,26 @@ def test_mirror_config(host, host_name, settings):
     else:
         expect(host_name, f"apt_proxy (no {APT_PROXY_FILE})", None, files[APT_PROXY_FILE])
     expect(host_name, f"pip settings in {PIP_CONF}", _pip_conf(settings), _parse_ini(files[PIP_CONF]))
+
+
+def _apt_options(text: str | None) -> dict[str, str]:
+    """`Name "value";` lines of an apt.conf drop-in, as {name: value}."""
+    out = {}
+    for line in (text or "").splitlines():
+        parts = line.strip().rstrip(";").split(None, 1)
+        if len(parts) == 2 and not parts[0].startswith("//"):
+            out[parts[0]] = parts[1].strip('"')
+    return out
+
+
+def test_apt_downloads_are_bounded(host, host_name, settings):
+    """A silent connection is given up, a failed file tried again, pipelining as configured."""
+    want = {"Acquire::http::Timeout": str(settings.apt_http_timeout_s),
+            "Acquire::https::Timeout": str(settings.apt_http_timeout_s),
+            "Acquire::Retries": str(settings.apt_retries),
+            "Acquire::http::Pipeline-Depth": str(settings.apt_http_pipeline_depth)}
+    expect(host_name, f"apt download settings in {APT_ACQUIRE_FILE}", want,
+           _apt_options(read_files(host, APT_ACQUIRE_FILE)[APT_ACQUIRE_FILE]))
 
 
 def test_mirrors_answer(host, host_name, settings):

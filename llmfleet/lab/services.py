@@ -23,6 +23,19 @@ from llmfleet.lab import sh
 from llmfleet.lab.config import APT_PROXY_PORT, NTP_PORT, WHEELS_PORT, LabPaths
 from llmfleet.lab.state import Service
 
+# apt-cacher-ng (3.7.4, Debian 12) displaces a volatile file's download (an index: InRelease,
+# Packages) whenever another client asks for the same file while that download has not received
+# its upstream header yet: TFileItemRegistry::Create tests `now > m_nTimeDlStarted +
+# ResponseFreezeDetectTime`, and m_nTimeDlStarted is still 0 then. Several lab hosts running
+# `apt-get update` at once each start their own download of every index; a displaced one answers
+# its client with a header and no body (225 bytes), apt 2.6 prints `Ign:` for that InRelease and
+# in 3 of 8 trials of 6 clients at once waited forever (Acquire::http::Timeout never fired); two
+# displacements in one second collide on one `<file>.<unix time>` name ("Failure to move file ... File
+# exists"). With the freeze-detect time beyond every Unix time, a second client shares the
+# pending download instead. What that time is for, a download stuck behind one very slow client
+# for longer than the index's freshness, does not arise on the lab's own bridge.
+ACNG_NEVER_DISPLACE_S = 2**31 - 1
+
 # Names and ports, in one place (the deploy's lab group data reads them from the state).
 SERVICES = {"ntp": ("udp", NTP_PORT), "apt_proxy": ("tcp", APT_PROXY_PORT), "wheels": ("tcp", WHEELS_PORT)}
 
@@ -103,7 +116,8 @@ def _command(name: str, address: str, subnet: str, paths: LabPaths) -> tuple[lis
             "# llmfleet lab apt proxy\n"
             f"CacheDir: {cache}\nLogDir: {d}\nSupportDir: /usr/lib/apt-cacher-ng\n"
             f"Port: {APT_PROXY_PORT}\nBindAddress: {address}\n"
-            f"PidFile: {d}/acng.pid\nSocketPath: {d}/acng.socket\nExThreshold: 4\n")
+            f"PidFile: {d}/acng.pid\nSocketPath: {d}/acng.socket\nExThreshold: 4\n"
+            f"ResponseFreezeDetectTime: {ACNG_NEVER_DISPLACE_S}\n")
         return ["apt-cacher-ng", "-c", str(d), "ForeGround=1"], str(d)
     if name == "wheels":
         paths.wheels_dir.mkdir(parents=True, exist_ok=True)
