@@ -112,7 +112,7 @@ def repository(url: str):
 
     + url: the repository folder for the host's distribution (.../ubuntu2204/x86_64)
     """
-    commands = []
+    commands: list = []
     for path in OLD_REPOSITORY_FILES:
         commands += files.file._inner(path=path, present=False)
     commands += apt.key._inner(src=f"{url}/{REPO_KEY}", dest=KEYRING)
