@@ -12,7 +12,7 @@ import threading
 import time
 from pathlib import Path
 
-from conftest import LAB_ENV, PREFIX, lab_ssh, state
+from harness import LAB_ENV, PREFIX, lab_ssh, state
 
 CONTAINERS = ["lab-c1", "lab-c2", "lab-c3"]
 # A cold `apt-get update` of Debian 12 through the proxy took 10 to 40 s on the 2-core machine;
