@@ -55,6 +55,7 @@ def configure(settings: Settings):
     if skipped(settings, "gpu_clocks"):
         return
     clocks = app_clocks(settings)
+    assert clocks is not None  # None only without a gpu_profile, and skipped() is True then
     unit = files.template(name="boot unit applies the application clocks", src=template("gpu_clocks", UNIT + ".j2"),
                           dest=f"/etc/systemd/system/{UNIT}", mode="644", memory=clocks.memory,
                           graphics=clocks.graphics)

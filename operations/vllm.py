@@ -153,13 +153,13 @@ def local_model_files(settings: Settings) -> dict[str, Path]:
     """Files of a file:// model source, checked here against its SHA256SUMS and the pinned sha256
     of SHA256SUMS before any host is touched (once per run, however many hosts need it)."""
     try:
-        return _checked_model_files(settings.vllm_model.source, settings.vllm_model.sha256)
+        return _checked_model_files(vllm.model(settings).source, vllm.model(settings).sha256)
     except OperationValueError as exc:
         raise OperationValueError(f"host {host.name}: {exc}") from None
 
 
 @functools.lru_cache(maxsize=8)
-def _checked_model_files(source: str, sha256: str) -> dict[str, Path]:
+def _checked_model_files(source: str, sha256: str | None) -> dict[str, Path]:
     root = Path(urlparse(source).path)
     manifest = root / MANIFEST
     where = f"vllm_model.source = {source!r}"
@@ -182,7 +182,7 @@ def _checked_model_files(source: str, sha256: str) -> dict[str, Path]:
 
 
 def model_synced(settings: Settings) -> None:
-    model, dest = settings.vllm_model, vllm.model_dir(settings)
+    model, dest = vllm.model(settings), vllm.model_dir(settings)
     q = shlex.quote(dest)
     label = f"model {model.name} {model.version}"
     scheme = urlparse(model.source).scheme
@@ -247,7 +247,7 @@ def restart_causes(settings: Settings, state: dict, env: dict, unit_text: str) -
     if state["model_target"] != vllm.model_dir(settings):
         now = f"points to {state['model_target']}" if state["model_target"] else "is missing"
         causes["model"] = (f"the model link {vllm.model_link(settings)} {now}, not model "
-                           f"{settings.vllm_model.name} {settings.vllm_model.version}")
+                           f"{vllm.model(settings).name} {vllm.model(settings).version}")
     if env.get("recorded") and (env["added"] or env["removed"] or env["changed"]):
         causes["packages"] = (f"environment {vllm.env_id(settings)} differs from its record: "
                               + "; ".join(env_differences(env)))
@@ -401,7 +401,7 @@ def serve(settings: Settings, gpu: bool):
                             running=False, enabled=False)
         return
     state = host.get_fact(VllmState, paths=_paths(settings))
-    if not state["model_ready"] and urlparse(settings.vllm_model.source).scheme == "file":
+    if not state["model_ready"] and urlparse(vllm.model(settings).source).scheme == "file":
         local_model_files(settings)  # a wrong pin or a damaged model stops the deploy before any change
     env = host.get_fact(VllmEnvironment, env_dir=vllm.env_dir(settings)) if state["env_ready"] else {}
     label = f"vLLM environment {vllm.env_id(settings)}"

@@ -141,6 +141,7 @@ def up(n_hosts: int, vm: bool, log=print) -> LabState:
                     h, key = labhosts.start_container(index, name, lnet.container_address(index),
                                                       c_image, paths, lnet)
                 else:
+                    assert v_image is not None  # a VM is wanted only with vm, and then its image was made
                     h, key = labhosts.start_vm(index, name, lnet.vm_address(index), v_image, paths, lnet)
                 state.hosts[name] = h
                 state.save(paths)  # recorded before waiting: a crash now is recoverable
