@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Callable, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -130,7 +130,7 @@ def describe(exc: ValidationError, prefix: str = "probe", sep: str = "_") -> str
 def from_settings(settings) -> ProbeConfig:
     """The probe settings of a host's group data: every ``probe_<field>`` of ``settings`` (a validated
     llmfleet.settings.Settings, or a mapping of group data's defaults) for each field of ProbeConfig."""
-    get = settings.get if isinstance(settings, dict) else (lambda name: getattr(settings, name))
+    get: Callable[[str], Any] = settings.get if isinstance(settings, dict) else (lambda name: getattr(settings, name))
     return ProbeConfig(**{f: get(f"probe_{f}") for f in ProbeConfig.model_fields})
 
 

@@ -85,5 +85,5 @@ def search(trial: Callable[[float], Outcome], start: float, max_rate: float, pre
             hi = mid
     res.effective_rps = round(lo, 4) if lo is not None else None
     res.lowest_failing_rps = round(hi, 4) if hi is not None else None
-    res.p95_ms_at_effective = p95s.get(res.effective_rps, []) if lo is not None else []
+    res.p95_ms_at_effective = p95s.get(res.effective_rps, []) if res.effective_rps is not None else []
     return res
