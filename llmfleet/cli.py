@@ -383,9 +383,9 @@ def _config_overrides(trial: TrialOptions, search: SearchOptions, workload: Work
     """The ProbeConfig fields the options set, over each host's (or group data's) own."""
     from llmfleet.probe.config import load_mix
 
-    overrides = {k: v for k, v in {"slo_p95_e2e_ms": workload.slo_p95_ms, "arrivals": workload.arrivals,
-                                   "burstiness": workload.burstiness, "duration_s": trial.duration,
-                                   "warmup_s": trial.warmup, "repeats": search.repeats}.items() if v is not None}
+    given = {"slo_p95_e2e_ms": workload.slo_p95_ms, "arrivals": workload.arrivals, "burstiness": workload.burstiness,
+             "duration_s": trial.duration, "warmup_s": trial.warmup, "repeats": search.repeats}
+    overrides: dict[str, object] = {k: v for k, v in given.items() if v is not None}
     if workload.arrivals == "gamma" and workload.burstiness is None:
         overrides["burstiness"] = 1.0
     if workload.mix:
@@ -425,6 +425,7 @@ def _probe_targets(targets: TargetOptions, workload: WorkloadOptions, ceiling: C
         else fleet.key_from_environment()
     profile = GpuProfile(**defaults["gpu_profiles"][ceiling.gpu_profile]) if ceiling.gpu_profile else None
     config = _configured(fleet.from_settings(defaults), overrides)
+    assert targets.url is not None and targets.model is not None  # _check_combinations: URL mode needs both
     return [fleet.Target(None, targets.url, targets.model, key, config, workload.tokenizer, ceiling.model_dir, None,
                          profile, ceiling.tensor_parallel, output.baseline)]
 

@@ -54,9 +54,15 @@ class Result:
     chunks: int = 0
     done_s: float | None = None  # from the trial's start
 
+    def latency_or_inf(self, which: str) -> float:
+        """ttft_s or e2e_s of a request that succeeded; inf for a failure (it counts against the SLA)."""
+        value = getattr(self, which)
+        return value if self.ok and value is not None else float("inf")
+
     @property
     def tpot_s(self) -> float | None:
-        if self.ok and self.completion_tokens and self.completion_tokens > 1:
+        if self.ok and self.completion_tokens and self.completion_tokens > 1 and self.e2e_s is not None \
+                and self.ttft_s is not None:
             return (self.e2e_s - self.ttft_s) / (self.completion_tokens - 1)
         return None
 

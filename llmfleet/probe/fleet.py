@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @dataclass
 class Target:
-    host: str
+    host: str | None  # None: a URL given on the command line
     url: str
     model: str
     api_key: str | None = field(repr=False)  # never in a repr: pytest prints reprs in failures

@@ -89,7 +89,7 @@ def _ages_break_sla(config: ProbeConfig, planned: list[Planned], results: dict[i
         for p in members:
             r = results.get(p.index)
             if r is not None:
-                bad += (not r.ok) or r.e2e_s * 1000 > limit_ms
+                bad += r.latency_or_inf("e2e_s") * 1000 > limit_ms
             elif p.index in started and (t_now - p.intended_s) * 1000 > limit_ms:
                 bad += 1
         if bad > allowed:

@@ -115,7 +115,7 @@ class ProbeReport(BaseModel):
 
 
 def trial_report(t: Trial) -> TrialReport:
-    e2e = sorted([r.e2e_s * 1000 if r.ok else math.inf for r in t.results if r.measured])
+    e2e = sorted([r.latency_or_inf("e2e_s") * 1000 for r in t.results if r.measured])
     return TrialReport(offered_rps=t.offered_rps, passed=t.passed, reasons=t.reasons, stopped_early=t.stopped_early,
                        saturated=t.saturated, backlog_growth=t.backlog_growth, overall=TrialStats(**t.stats),
                        per_class={k: TrialStats(**v) for k, v in t.per_class.items()},
@@ -194,7 +194,7 @@ def table(report: ProbeReport):
     from rich.table import Table
     from rich.text import Text
 
-    out = []
+    out: list[Table | Text] = []
     t = report.target
     title = f"{t.get('host') or t.get('url')}  model {t.get('model')}  ({report.mode})"
     shown = report.trials[-1] if report.mode == "check" else _trial_at(report)
@@ -269,13 +269,13 @@ def plot(report: ProbeReport, path: Path) -> None:
     top = 0.0
     for q, style in (("p50", "o-"), ("p95", "s-"), ("p99", "^-")):
         ys = [getattr(t.overall.e2e_ms, q) for t in trials]
-        finite = [y for y in ys if y is not None]
+        finite: list[float] = [y for y in ys if y is not None]
         top = max([top, *finite])
         a.plot(rates, [math.nan if y is None else y for y in ys], style, label=f"E2E {q}")
     a.axhline(report.slo["p95_e2e_ms"], color="red", linestyle="--", label="P95 SLO")
     failed = [t.offered_rps for t in trials if not t.passed]
     if failed:
-        a.scatter(failed, [max(top, report.slo["p95_e2e_ms"]) * 1.05] * len(failed), marker="x", color="red",
+        a.scatter(failed, [max(top, report.slo["p95_e2e_ms"] or 0.0) * 1.05] * len(failed), marker="x", color="red",
                   label="trial failed")
     a.set_xlabel("offered rate (requests/s)")
     a.set_ylabel("end-to-end latency (ms, from intended send)")

@@ -66,7 +66,7 @@ def run_probe(url: str, model: str, api_key: str | None, config: ProbeConfig, *,
             f"{'pass' if t.passed else 'fail: ' + '; '.join(t.reasons)}")
         return t
 
-    effective = None
+    effective: report.Effective | None = None
     if search_mode:
         res = search(lambda r: _outcome(trial(r)), rate or config.search_start_rps, config.search_max_rps,
                      config.search_precision, config.repeats)
@@ -77,7 +77,7 @@ def run_probe(url: str, model: str, api_key: str | None, config: ProbeConfig, *,
         trial(rate or config.check_rps)
 
     reasons: list[str] = []
-    if search_mode:
+    if effective is not None:  # a search
         if effective.rps is None:
             reasons.append(f"no rate met the SLO ({effective.note})")
     elif not trials[-1].passed:

@@ -82,10 +82,10 @@ def summarize(results: list[Result], offered_rps: float, scheduled_rps: float | 
         "failed": len(m) - len(ok),
         "errors": dict(sorted(errors.items())),
         "error_examples": examples,
-        "ttft_ms": dist([r.ttft_s if r.ok else INF for r in m]),
+        "ttft_ms": dist([r.latency_or_inf("ttft_s") for r in m]),
         "tpot_ms": dist([r.tpot_s for r in m if r.tpot_s is not None] + [INF for r in m if not r.ok]),
         "itl_ms": dist([g for r in ok for g in r.itl_s]),
-        "e2e_ms": dist([r.e2e_s if r.ok else INF for r in m]),
+        "e2e_ms": dist([r.latency_or_inf("e2e_s") for r in m]),
         "output_tokens_per_s": round(out_tok / window, 3),
         "total_tokens_per_s": round((out_tok + prompt_tok) / window, 3),
         "offered_rps": offered_rps,
@@ -112,4 +112,4 @@ def _mean(xs: list[float]) -> float | None:
 
 def p95_e2e_s(results: list[Result], cls: str | None = None) -> float:
     """P95 end-to-end latency (s) of the measured requests (failures as inf)."""
-    return pct([r.e2e_s if r.ok else INF for r in results if r.measured and (cls is None or r.cls == cls)], 95)
+    return pct([r.latency_or_inf("e2e_s") for r in results if r.measured and (cls is None or r.cls == cls)], 95)
