@@ -362,7 +362,8 @@ vllm_env = {
 # root-only file the unit reads (EnvironmentFile); never in the unit, logs or reports. /v1 then
 # needs "Authorization: Bearer <key>"; /health and /metrics stay open. None: no key.
 vllm_api_key_file = None
-# Hosts restarted at once during a roll.
+# Serving hosts restarted at once during a roll. Hosts that do not serve (a first start, a
+# stopped or failed service) start first, all at once: starting them takes no capacity away.
 vllm_max_unavailable = 1
 # Seconds a restarted host may take to answer /health and a 1-token completion (model loading,
 # CUDA graph capture); also the unit's TimeoutStartSec.

@@ -10,6 +10,9 @@ activate   what differs from what is active (the unit, the API key, the environm
            restart in batches of `vllm_max_unavailable`, each ready (/health, then a 1-token
            completion) before the next batch. A host that does not get ready is switched back to
            what it served before; the roll stops and the hosts after it keep serving the old version.
+           Hosts that do not serve now (a first start, a stopped or failed service) lose no
+           capacity by starting: they start first, all at once, and one that does not get ready
+           stops the roll of the serving hosts.
 
 An environment changed by hand (a distribution upgraded, downgraded, removed or added) differs
 from its record: the deploy reinstalls the recorded versions of what differs (`pip --no-deps`)
@@ -449,7 +452,14 @@ def serve(settings: Settings, gpu: bool):
                     link=vllm.model_link(settings), target=vllm.model_dir(settings))
     for cause in causes.values():
         host.log_styled(f"vllm: restart planned: {cause}", fg="blue", log_func=logger.info)
-    rolled_out(name="vllm: restart on what is staged, in batches of vllm_max_unavailable, each ready before the next",
-               settings=settings, causes=causes,
-               can_switch_back=bool(state["unit_sha256"] and state["venv_target"] and state["model_target"]),
-               _parallel=settings.vllm_max_unavailable)
+    can_switch_back = bool(state["unit_sha256"] and state["venv_target"] and state["model_target"])
+    if state["active"] != "active":
+        # it does not serve now (a first start, a stopped or failed service): starting it takes no
+        # capacity away, so it waits for no batch; these hosts start first, together, and one that
+        # does not get ready stops the roll of the serving hosts after them
+        rolled_out(name="vllm: start on what is staged, at once on every host that does not serve now",
+                   settings=settings, causes=causes, can_switch_back=can_switch_back)
+    else:
+        rolled_out(name="vllm: restart on what is staged, in batches of vllm_max_unavailable, each ready before the "
+                        "next", settings=settings, causes=causes, can_switch_back=can_switch_back,
+                   _parallel=settings.vllm_max_unavailable)

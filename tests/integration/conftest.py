@@ -3,10 +3,11 @@
 The test lab has its own directory, subnet and name prefix, so it runs beside a developer's demo
 lab without touching it. It needs root (namespaces, mounts, containers), as CI has.
 
-The lab's life has an order, declared by each module rather than implied by file names: a module
-marked `pytest.mark.lab_stage("grown")` adds hosts (the fleet tests onboard lab-c4) and runs after
-every module that expects the lab as `lab up` made it; `lab_stage("removed")` (the test of `lab down`)
-runs last. Within a stage, pytest's own order holds.
+The lab's life has an order, declared by each module (or test) rather than implied by file names:
+what is marked `pytest.mark.lab_stage("grown")` changes the lab's hosts (the fleet tests onboard
+lab-c4; a crashed container comes back bare) and runs after everything that expects the lab as
+`lab up` and the first deploy made it; `lab_stage("removed")` (the test of `lab down`) runs last.
+Within a stage, pytest's own order holds.
 """
 
 from __future__ import annotations

@@ -59,20 +59,25 @@ def test_every_component_broken_by_hand_is_named_then_repaired(lab, deployed):
 
 
 def _watch_ssh(addresses: dict[str, str], stop: threading.Event, record: list) -> None:
-    """Record, every 0.1 s, which hosts do not accept a TCP connection on port 22."""
+    """Record, every 0.1 s, which hosts do not accept a TCP connection on port 22 (and when)."""
+    t0 = time.monotonic()
     while not stop.is_set():
         down = set()
         for name, addr in addresses.items():
             try:
-                socket.create_connection((addr, 22), timeout=0.3).close()
+                socket.create_connection((addr, 22), timeout=0.5).close()
             except OSError:
                 down.add(name)
-        record.append(down)
+        record.append((round(time.monotonic() - t0, 1), down))
         time.sleep(0.1)
 
 
 def _deploy_watched(lab, *extra: str):
-    addresses = {n: h["address"] for n, h in state()["hosts"].items()}
+    """A deploy of the containers, with which of them are down recorded throughout. Only the hosts
+    the roll may reboot are watched: the emulated VM, outside the roll, can be slow to accept a
+    connection on this loaded machine, and a slow VM is not a host the roll took down (it read as
+    a second host down in one run of about ten)."""
+    addresses = {n: h["address"] for n, h in state()["hosts"].items() if n in CONTAINERS}
     stop, record = threading.Event(), []
     watcher = threading.Thread(target=_watch_ssh, args=(addresses, stop, record))
     watcher.start()
@@ -81,7 +86,8 @@ def _deploy_watched(lab, *extra: str):
     finally:
         stop.set()
         watcher.join()
-    return proc, max((len(d) for d in record), default=0)
+    worst = max(record, key=lambda r: len(r[1]), default=(0.0, set()))
+    return proc, len(worst[1]), f"at {worst[0]} s into the deploy, down: {sorted(worst[1])}"
 
 
 def test_reboots_roll_in_batches_of_max_unavailable(lab, deployed):
@@ -89,11 +95,11 @@ def test_reboots_roll_in_batches_of_max_unavailable(lab, deployed):
         lab_ssh(name, "sudo touch /run/reboot-required")
     before = boot_ids()
     # the containers only: the VM has nothing to reboot, and its emulated round trips are slow
-    proc, most_down = _deploy_watched(lab, "--limit", "lab_containers", "--data", "reboot_max_unavailable=2")
+    proc, most_down, when = _deploy_watched(lab, "--limit", "lab_containers", "--data", "reboot_max_unavailable=2")
     assert proc.returncode == 0, proc.stderr[-3000:]
     after = boot_ids()
     assert {n for n in before if before[n] != after[n]} == set(CONTAINERS)
-    assert 1 <= most_down <= 2, f"{most_down} hosts were down at once (reboot_max_unavailable=2)"
+    assert 1 <= most_down <= 2, f"{most_down} hosts were down at once (reboot_max_unavailable=2), {when}"
     # nothing left to reboot: the next plan has no reboot
     again = run(str(BIN / "pyinfra"), "inventories/lab.py", "deploy.py", "--dry")
     assert "reboot: /run/reboot-required" not in again.stdout + again.stderr
@@ -109,7 +115,8 @@ def test_roll_stops_at_a_host_that_does_not_come_back_healthy(lab, deployed):
                       " && sudo systemctl enable broken-at-boot.service && sudo touch /run/reboot-required")
     before = boot_ids()
     try:
-        proc, most_down = _deploy_watched(lab, "--limit", "lab_containers", "--data", "reboot_max_unavailable=1")
+        proc, most_down, when = _deploy_watched(lab, "--limit", "lab_containers", "--data",
+                                                "reboot_max_unavailable=1")
         out = proc.stdout + proc.stderr
         after = boot_ids()
         rebooted = [n for n in CONTAINERS if before[n] != after[n]]
@@ -119,7 +126,7 @@ def test_roll_stops_at_a_host_that_does_not_come_back_healthy(lab, deployed):
         assert "came back degraded (failed units: broken-at-boot.service); stopping the roll" in out
         assert out.count(f"not rebooted: the roll stopped after {first} came back degraded") == 2, out[-3000:]
         assert before["lab-vm1"] == after["lab-vm1"]
-        assert most_down <= 1
+        assert most_down <= 1, f"{most_down} hosts were down at once (reboot_max_unavailable=1), {when}"
     finally:
         for name in CONTAINERS:
             lab_ssh(name, "sudo systemctl disable broken-at-boot.service; sudo rm -f /run/reboot-required "

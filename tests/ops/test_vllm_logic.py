@@ -186,7 +186,8 @@ def planned(settings, monkeypatch, **facts) -> tuple[list[str], PlanHost]:
     calls = []
     for op in ("environment_made", "environment_repaired", "environment_recorded", "staged_unit", "staged_key",
                "staged_link", "rolled_out"):
-        monkeypatch.setattr(ops, op, lambda name=None, _op=op, **kw: calls.append(name or _op))
+        monkeypatch.setattr(ops, op, lambda name=None, _op=op, **kw: calls.append(
+            name + (f" (_parallel={kw['_parallel']})" if "_parallel" in kw else "") if name else _op))
     monkeypatch.setattr(ops, "model_synced", lambda s: calls.append("model_synced"))
     monkeypatch.setattr(ops.vllm, "render_unit", lambda s, gpu: UNIT)
     fake = PlanHost({"VllmState": active(settings), "VllmEnvironment": CLEAN_ENV,
@@ -197,7 +198,9 @@ def planned(settings, monkeypatch, **facts) -> tuple[list[str], PlanHost]:
     return calls, fake
 
 
-RESTART = "vllm: restart on what is staged, in batches of vllm_max_unavailable, each ready before the next"
+RESTART = ("vllm: restart on what is staged, in batches of vllm_max_unavailable, each ready before the next "
+           "(_parallel=1)")  # group_data/all.py: vllm_max_unavailable = 1
+START = "vllm: start on what is staged, at once on every host that does not serve now"
 
 
 def test_a_deployed_host_plans_nothing_and_says_why(settings, monkeypatch):
@@ -234,6 +237,23 @@ def test_a_new_package_set_makes_its_environment_and_checks_the_flags_there(sett
     assert calls == [f"vLLM environment {vllm.env_id(settings)} ({', '.join(settings.vllm_packages)})",
                      "vllm: environment link vllm_venv not at this package set's environment: staged for the restart",
                      RESTART]
+
+
+def test_a_first_start_waits_for_no_batch(settings, monkeypatch):
+    first = active(settings, unit_sha256=None, key_sha256=None, venv_target=None, model_target=None,
+                   env_ready=False, model_ready=False, active="inactive", enabled="disabled")
+    calls, _ = planned(settings, monkeypatch, VllmState=first, VllmEnvironment=None, VllmFlags=None)
+    assert calls[-1] == START and not any("_parallel" in c for c in calls), calls
+
+
+def test_a_failed_service_starts_at_once_and_a_serving_host_with_the_same_change_waits_for_its_batch(
+        settings, monkeypatch):
+    calls, _ = planned(settings, monkeypatch, VllmState=active(settings, active="failed"))
+    assert calls == [START]
+    calls, _ = planned(settings, monkeypatch, VllmState=active(settings, active="failed", model_target=None))
+    assert calls[-1] == START
+    calls, _ = planned(settings, monkeypatch, VllmState=active(settings, model_target=None))
+    assert calls[-1] == RESTART
 
 
 def test_flags_the_installed_parser_refuses_stop_the_deploy_before_any_operation(settings, monkeypatch):

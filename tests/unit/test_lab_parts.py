@@ -34,6 +34,17 @@ def test_recipe_digest_changes_only_with_recipe():
     assert images.recipe("vm").digest != base.digest
 
 
+def test_the_containers_start_without_the_base_packages_so_the_deploy_installs_them():
+    """The VM's image carries them (apt under emulation is slow); the install path is then proven
+    on the containers only, so their image must lack every one of them."""
+    import runpy
+
+    wanted = set(runpy.run_path("group_data/all.py")["base_packages"]) | {"chrony"}
+    container, vm = images.recipe("container").packages, images.recipe("vm").packages
+    assert wanted.isdisjoint(container), wanted & set(container)
+    assert wanted <= set(vm), wanted - set(vm)
+
+
 def test_proc_alive_checks_marker_and_stop_kills(tmp_path):
     proc = subprocess.Popen(["sleep", "300"], start_new_session=True)
     try:
