@@ -34,6 +34,7 @@ from io import StringIO
 from pathlib import Path
 from urllib.parse import urlparse
 
+import gevent
 from pyinfra import host, logger
 from pyinfra.api import (
     FileUploadCommand,
@@ -57,9 +58,17 @@ STAGED_KEY = f"{vllm.API_KEY_FILE}.new"
 SWITCH_RECORD = f"{vllm.CONF_DIR}/last-switch.json"  # what the last switch changed, for the switch-back
 PIP = "-m pip {} -q --no-cache-dir --disable-pip-version-check"
 
-# One roll per pyinfra run, shared by the hosts' greenlets. Batches run one after the other, so a
-# host that started its roll and did not finish it by the next batch's gate failed: the roll stops.
-_ROLL: dict = {"started": set(), "finished": set(), "stopped_by": None}
+# One roll per pyinfra run, shared by the hosts' greenlets: for each host that passed the gate, the
+# greenlet its roll runs in. A host failed when it started and did not finish, and its roll is over
+# (its greenlet is done, or pyinfra failed the host: --serial runs every host in one greenlet);
+# hosts of the same batch, or starting together, are still running theirs, and are no failure.
+_ROLL: dict = {"started": {}, "finished": set(), "stopped_by": None}
+
+
+def _failed_rolls(state) -> list[str]:
+    failed_hosts = {h.name for h in getattr(state, "failed_hosts", ())}
+    return sorted(name for name, greenlet in _ROLL["started"].items()
+                  if name not in _ROLL["finished"] and (greenlet.dead or name in failed_hosts))
 
 
 def _paths(settings: Settings) -> dict:
@@ -274,14 +283,14 @@ def switch_args(settings: Settings, causes: dict) -> list[str]:
 
 
 def _gate(state, host, causes: dict) -> bool:
-    failed = sorted(_ROLL["started"] - _ROLL["finished"])
+    failed = _failed_rolls(state)
     if failed and not _ROLL["stopped_by"]:
         _ROLL["stopped_by"] = failed[0]
     if _ROLL["stopped_by"]:
         host.log_styled(f"vllm: not restarted: the roll stopped after {_ROLL['stopped_by']}; this host keeps "
                         "serving the version it had", fg="red", log_func=logger.error)
         return False
-    _ROLL["started"].add(host.name)
+    _ROLL["started"][host.name] = gevent.getcurrent()
     host.log_styled("vllm: restarting: " + "; ".join(causes.values()), fg="blue", log_func=logger.info)
     return True
 

@@ -57,7 +57,8 @@ VM_HOOKS = [
     'chroot "$1" systemctl enable systemd-networkd',
     # the serial console the lab logs, kept in whatever command line grub generates
     'mkdir -p "$1/etc/default/grub.d" "$1/boot/grub"',
-    "printf 'GRUB_CMDLINE_LINUX=\"console=ttyS0 edd=off\"\\nGRUB_CMDLINE_LINUX_DEFAULT=\"\"\\n' "
+    # tsc=reliable: the time from the TSC, not the emulated HPET (llmfleet/lab/hosts.py says why)
+    "printf 'GRUB_CMDLINE_LINUX=\"console=ttyS0 edd=off tsc=reliable\"\\nGRUB_CMDLINE_LINUX_DEFAULT=\"\"\\n' "
     '> "$1/etc/default/grub.d/00-lab.cfg"',
     "echo '/dev/vda / ext4 defaults 0 1' > \"$1/etc/fstab\"",
     # Under software emulation an initramfs with every module takes minutes to rebuild; the VM

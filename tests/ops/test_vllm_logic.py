@@ -139,26 +139,70 @@ def test_a_first_start_that_does_not_get_ready_has_nothing_to_switch_back_to(set
     assert not any(" back --record " in str(c) for c in commands if isinstance(c, StringCommand))
 
 
-def test_the_gate_stops_a_batch_after_a_host_that_started_and_did_not_finish():
-    class FakeHost:
-        def __init__(self, name):
-            self.name, self.logged = name, []
+class _Named:
+    def __init__(self, name):
+        self.name, self.logged = name, []
 
-        def log_styled(self, text, **_):
-            self.logged.append(text)
+    def log_styled(self, text, **_):
+        self.logged.append(text)
 
-    saved = {k: (set(v) if isinstance(v, set) else v) for k, v in ops._ROLL.items()}
+
+class _Greenlet:
+    """What the gate reads of the greenlet a host's roll runs in."""
+
+    def __init__(self):
+        self.dead = False
+
+
+def _gate_in(greenlet, state, host) -> bool:
+    import gevent
+
+    real = gevent.getcurrent
+    gevent.getcurrent = lambda: greenlet
     try:
-        ops._ROLL.update({"started": set(), "finished": set(), "stopped_by": None})
-        first, second, third = FakeHost("h1"), FakeHost("h2"), FakeHost("h3")
-        assert ops._gate(None, first, {"model": "m"}) is True
-        ops._ROLL["finished"].add("h1")
-        assert ops._gate(None, second, {"model": "m"}) is True  # h1 finished: the roll goes on
-        assert ops._gate(None, third, {"model": "m"}) is False  # h2 started and never finished
-        assert third.logged == ["vllm: not restarted: the roll stopped after h2; this host keeps serving the "
-                                "version it had"]
+        return ops._gate(state, host, {"model": "m"})
     finally:
-        ops._ROLL.update(saved)
+        gevent.getcurrent = real
+
+
+@pytest.fixture
+def fresh_roll():
+    saved = {k: (v.copy() if isinstance(v, (set, dict)) else v) for k, v in ops._ROLL.items()}
+    ops._ROLL.update({"started": {}, "finished": set(), "stopped_by": None})
+    yield
+    ops._ROLL.update(saved)
+
+
+class _State:
+    def __init__(self, failed=()):
+        self.failed_hosts = {_Named(n) for n in failed}
+
+
+def test_the_gate_stops_a_batch_after_a_host_whose_roll_ended_unfinished(fresh_roll):
+    h1, h2, h3 = _Named("h1"), _Named("h2"), _Named("h3")
+    g1, g2 = _Greenlet(), _Greenlet()
+    assert _gate_in(g1, _State(), h1) is True
+    ops._ROLL["finished"].add("h1")
+    g1.dead = True
+    assert _gate_in(g2, _State(), h2) is True  # h1 finished: the roll goes on
+    g2.dead = True  # h2's roll ended (its switch command failed) without finishing
+    assert _gate_in(_Greenlet(), _State(), h3) is False
+    assert h3.logged == ["vllm: not restarted: the roll stopped after h2; this host keeps serving the version it had"]
+
+
+def test_hosts_rolling_at_once_do_not_stop_each_other(fresh_roll):
+    # a batch of vllm_max_unavailable > 1, or the hosts that do not serve starting together: each
+    # passes the gate while the others are still in their roll
+    hosts = [_Named(f"h{i}") for i in range(3)]
+    assert all(_gate_in(_Greenlet(), _State(), h) for h in hosts)
+    assert ops._ROLL["stopped_by"] is None
+
+
+def test_under_serial_a_host_pyinfra_failed_stops_the_roll(fresh_roll):
+    main = _Greenlet()  # --serial: every host's operations run in the one main greenlet
+    assert _gate_in(main, _State(), _Named("h1")) is True
+    assert _gate_in(main, _State(failed=["h1"]), _Named("h2")) is False
+    assert ops._ROLL["stopped_by"] == "h1"
 
 
 class PlanHost:
