@@ -66,7 +66,7 @@ _ROLL: dict = {"started": {}, "finished": set(), "stopped_by": None}
 
 
 def _failed_rolls(state) -> list[str]:
-    failed_hosts = {h.name for h in getattr(state, "failed_hosts", ())}
+    failed_hosts = {h.name for h in state.failed_hosts}
     return sorted(name for name, greenlet in _ROLL["started"].items()
                   if name not in _ROLL["finished"] and (greenlet.dead or name in failed_hosts))
 

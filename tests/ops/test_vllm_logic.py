@@ -154,23 +154,19 @@ class _Greenlet:
         self.dead = False
 
 
-def _gate_in(greenlet, state, host) -> bool:
+@pytest.fixture
+def gate(monkeypatch):
+    """The gate as a host whose roll runs in `greenlet` meets it, in a roll of its own."""
     import gevent
 
-    real = gevent.getcurrent
-    gevent.getcurrent = lambda: greenlet
-    try:
+    monkeypatch.setitem(ops._ROLL, "started", {})
+    monkeypatch.setitem(ops._ROLL, "finished", set())
+    monkeypatch.setitem(ops._ROLL, "stopped_by", None)
+
+    def at(greenlet, state, host) -> bool:
+        monkeypatch.setattr(gevent, "getcurrent", lambda: greenlet)
         return ops._gate(state, host, {"model": "m"})
-    finally:
-        gevent.getcurrent = real
-
-
-@pytest.fixture
-def fresh_roll():
-    saved = {k: (v.copy() if isinstance(v, (set, dict)) else v) for k, v in ops._ROLL.items()}
-    ops._ROLL.update({"started": {}, "finished": set(), "stopped_by": None})
-    yield
-    ops._ROLL.update(saved)
+    return at
 
 
 class _State:
@@ -178,30 +174,30 @@ class _State:
         self.failed_hosts = {_Named(n) for n in failed}
 
 
-def test_the_gate_stops_a_batch_after_a_host_whose_roll_ended_unfinished(fresh_roll):
+def test_the_gate_stops_a_batch_after_a_host_whose_roll_ended_unfinished(gate):
     h1, h2, h3 = _Named("h1"), _Named("h2"), _Named("h3")
     g1, g2 = _Greenlet(), _Greenlet()
-    assert _gate_in(g1, _State(), h1) is True
+    assert gate(g1, _State(), h1) is True
     ops._ROLL["finished"].add("h1")
     g1.dead = True
-    assert _gate_in(g2, _State(), h2) is True  # h1 finished: the roll goes on
+    assert gate(g2, _State(), h2) is True  # h1 finished: the roll goes on
     g2.dead = True  # h2's roll ended (its switch command failed) without finishing
-    assert _gate_in(_Greenlet(), _State(), h3) is False
+    assert gate(_Greenlet(), _State(), h3) is False
     assert h3.logged == ["vllm: not restarted: the roll stopped after h2; this host keeps serving the version it had"]
 
 
-def test_hosts_rolling_at_once_do_not_stop_each_other(fresh_roll):
+def test_hosts_rolling_at_once_do_not_stop_each_other(gate):
     # a batch of vllm_max_unavailable > 1, or the hosts that do not serve starting together: each
     # passes the gate while the others are still in their roll
     hosts = [_Named(f"h{i}") for i in range(3)]
-    assert all(_gate_in(_Greenlet(), _State(), h) for h in hosts)
+    assert all(gate(_Greenlet(), _State(), h) for h in hosts)
     assert ops._ROLL["stopped_by"] is None
 
 
-def test_under_serial_a_host_pyinfra_failed_stops_the_roll(fresh_roll):
+def test_under_serial_a_host_pyinfra_failed_stops_the_roll(gate):
     main = _Greenlet()  # --serial: every host's operations run in the one main greenlet
-    assert _gate_in(main, _State(), _Named("h1")) is True
-    assert _gate_in(main, _State(failed=["h1"]), _Named("h2")) is False
+    assert gate(main, _State(), _Named("h1")) is True
+    assert gate(main, _State(failed=["h1"]), _Named("h2")) is False
     assert ops._ROLL["stopped_by"] == "h1"
 
 
