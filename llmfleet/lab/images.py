@@ -98,6 +98,7 @@ class Recipe:
     sources: str
     packages: list[str] = field(default_factory=list)
     hooks: list[str] = field(default_factory=list)
+    skip: list[str] = field(default_factory=list)  # mmdebstrap --skip=..., part of the recipe
     version: int = 1
 
     @property
@@ -112,8 +113,10 @@ def recipe(kind: str) -> Recipe:
     if kind == "vm":
         packages += VM_EXTRA_PACKAGES + VM_PREINSTALLED
         hooks += VM_HOOKS
+    # the VM keeps the apt lists mmdebstrap read (VM_HOOKS stamps them)
+    skip = ["cleanup/apt/lists"] if kind == "vm" else []
     return Recipe(kind=kind, suite=suite, sources_file=sources_file,
-                  sources=Path(sources_file).read_text(), packages=packages, hooks=hooks)
+                  sources=Path(sources_file).read_text(), packages=packages, hooks=hooks, skip=skip)
 
 
 @dataclass(frozen=True)
@@ -155,8 +158,7 @@ def ensure_image(paths: LabPaths, kind: str, log=print) -> tuple[Image, bool]:
     log(f"building {kind} image {final.name} (cached after this)...")
     started = time.monotonic()
     args = ["mmdebstrap", "--variant=minbase", "--include=" + ",".join(r.packages)]
-    if kind == "vm":
-        args.append("--skip=cleanup/apt/lists")
+    args += [f"--skip={step}" for step in r.skip]
     args += [f"--customize-hook={hook}" for hook in r.hooks]
     args += [r.suite, str(tmp / "rootfs"), r.sources_file]
     try:
