@@ -30,11 +30,13 @@ import functools
 import hashlib
 import json
 import shlex
+import weakref
 from io import StringIO
 from pathlib import Path
 from urllib.parse import urlparse
 
 import gevent
+import gevent.event
 from pyinfra import host, logger
 from pyinfra.api import (
     FileUploadCommand,
@@ -227,6 +229,35 @@ def flag_problems(settings: Settings, report: dict) -> list[str]:
         return [f"vllm_flags: could not run the vLLM parser in {vllm.env_dir(settings)}/bin/python3: "
                 f"{report['unreadable'][-500:]}"]
     return vllm.host_flag_problems(settings, report)
+
+
+# The parser's answer for an environment, shared by the hosts of this run (one per state, env and
+# arguments): hosts whose environment is the same package set (its path names it, envs/<id>) and
+# holds exactly what its record says (VllmEnvironment: no package differs) hold the same vLLM, so
+# one host's parser answers for all of them; the others wait for it instead of each importing
+# vLLM and PyTorch at once (about 15 s of CPU a host). An answer that could not be read (the
+# parser did not load there) or a host that failed to answer is no one else's: each host then
+# reads its own.
+_FLAG_ANSWERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def shared_flag_report(state, settings: Settings, read) -> dict:
+    """The VllmFlags answer for this host's environment and arguments: `read()` on the first host
+    that asks in this run, the same answer for the hosts after it."""
+    answers = _FLAG_ANSWERS.setdefault(state, {})
+    key = (vllm.env_dir(settings), json.dumps(vllm.server_args(settings)))
+    pending = answers.get(key)
+    if pending is not None:
+        answer = pending.get()
+        return answer if answer is not None else read()
+    pending = answers[key] = gevent.event.AsyncResult()
+    try:
+        answer = read()
+    except BaseException:
+        pending.set(None)
+        raise
+    pending.set(None if "unreadable" in answer else answer)
+    return answer
 
 
 def _flags_checked_now(state, host, settings: Settings) -> bool:
@@ -438,8 +469,9 @@ def serve(settings: Settings, gpu: bool):
         return
     if state["env_ready"] and "packages" not in causes:
         # the environment is there as recorded: its parser checks the flags now, before any change
-        report = host.get_fact(VllmFlags, python=f"{vllm.env_dir(settings)}/bin/python3",
-                               args=vllm.server_args(settings))
+        # (once for the hosts of one environment: shared_flag_report)
+        report = shared_flag_report(host.state, settings, lambda: host.get_fact(
+            VllmFlags, python=f"{vllm.env_dir(settings)}/bin/python3", args=vllm.server_args(settings)))
         problems = flag_problems(settings, report)
         for problem in problems:  # one line per host, which the audit's dry run reads (config_drift.py)
             host.log_styled(f"Error: {problem}", fg="red", log_func=logger.error)

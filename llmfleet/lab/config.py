@@ -91,6 +91,11 @@ class LabPaths:
         return self.ssh_dir / "config"
 
     @property
+    def testinfra_ssh_config(self) -> Path:
+        """The lab's ssh config with a control path: testinfra's checks of a host share one connection."""
+        return self.ssh_dir / "testinfra_config"
+
+    @property
     def client_key(self) -> Path:
         return self.ssh_dir / "id_ed25519"
 

@@ -71,8 +71,21 @@ def write_ssh_files(state: LabState, host_keys: dict[str, str], paths: LabPaths)
         f"  UserKnownHostsFile {paths.known_hosts}\n"
         "  StrictHostKeyChecking yes\n"
         "  BatchMode yes\n"
+        # a connection (testinfra's shared one included) to a host that rebooted or was made
+        # anew ends within 15 s instead of waiting on a dead TCP connection
+        "  ServerAliveInterval 5\n"
+        "  ServerAliveCountMax 3\n"
         "  LogLevel ERROR\n")
     paths.ssh_config.write_text("\n".join(blocks))
+    # testinfra asks ssh for a control master (ControlMaster=auto, ControlPersist=60s) but names no
+    # control path, so without one every check opens a connection of its own: a key exchange each,
+    # slow on the emulated VM. Its config adds the path to the lab's; `lab ssh` and pyinfra keep a
+    # connection each. `lab down` ends the masters with the lab's other processes (the state
+    # folder is in their command line).
+    paths.testinfra_ssh_config.write_text(
+        "# Written by `llmfleet lab up` for `llmfleet lab hosts --testinfra`.\n"
+        f"Include {paths.ssh_config}\n\n"
+        f"Host lab-*\n  ControlPath {paths.ssh_dir}/cm-%C\n")
 
 
 def _ensure_client_key(paths: LabPaths) -> None:
@@ -208,8 +221,10 @@ def status_rows(state: LabState) -> list[dict]:
 
 
 def testinfra_hosts(state: LabState) -> str:
+    """testinfra's host URLs for the lab, through the ssh config that shares one connection per
+    host among its checks (write_ssh_files)."""
     paths = LabPaths.from_env()
-    return ",".join(f"ssh://{r['name']}?ssh_config={paths.ssh_config}&sudo=true"
+    return ",".join(f"ssh://{r['name']}?ssh_config={paths.testinfra_ssh_config}&sudo=true"
                     for r in status_rows(state))
 
 

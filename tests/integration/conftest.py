@@ -17,16 +17,15 @@ import subprocess
 
 import pytest
 from harness import (
-    BIN,
+    LAB_GROUPS,
     LAB_STAGES,
     LOGS,
     N_CONTAINERS,
     PREFIX,
-    ROOT,
     Deployed,
     Lab,
     boot_ids,
-    env,
+    deploy_at_once,
     llmfleet,
 )
 
@@ -43,43 +42,19 @@ def pytest_collection_modifyitems(items):
     items.sort(key=stage)  # stable: pytest's order within a stage
 
 
-# The first deploy runs as two pyinfra runs at once, one per lab group, as an operator may split
-# a fleet whose slowest host would otherwise set the pace of every operation (pyinfra waits for
-# every host at each one): the emulated VM's apt, initramfs and reboot then overlap the
-# containers' vLLM environment and start instead of adding to them. The whole lab in one run is
-# deployed by test_baseline.py's repair (and by `make demo`), and dry-run by test_lab.py.
-FIRST_DEPLOY_PARTS = ("lab_containers", "lab_vms")
-
-
+# The first deploy runs as one pyinfra run per lab group at once (harness.deploy_at_once). The
+# whole lab in one run is dry-run by test_lab.py's second deploy (and deployed by `make demo`).
 def _logged_deploy(attempt: int) -> tuple[int | None, str]:
-    """The first deploy, each part's output written to reports/test-logs/ as it runs (kept if it
+    """The first deploy, each group's output written to reports/test-logs/ as it runs (kept if it
     hangs). The exit code is the first part's that failed (None: a part ran past the bound)."""
     LOGS.mkdir(parents=True, exist_ok=True)
-    logs = {group: LOGS / f"first-deploy-{attempt}-{group}.log" for group in FIRST_DEPLOY_PARTS}
-    files = {group: log.open("w") for group, log in logs.items()}
-    procs = {group: subprocess.Popen([str(BIN / "pyinfra"), "inventories/lab.py", "deploy.py", "-y", "--limit", group],
-                                     cwd=ROOT, env=env(), stdout=files[group], stderr=subprocess.STDOUT, text=True)
-             for group in FIRST_DEPLOY_PARTS}
-    codes: dict[str, int | None] = {}
-    try:
-        for group, proc in procs.items():
-            try:
-                codes[group] = proc.wait(timeout=1800)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-                codes[group] = None
-    finally:
-        for f in files.values():
-            f.close()
-    failed = [code for code in codes.values() if code != 0]
-    return (failed[0] if failed else 0), "".join(log.read_text() for log in logs.values())
+    return deploy_at_once(LAB_GROUPS, logs={g: LOGS / f"first-deploy-{attempt}-{g}.log" for g in LAB_GROUPS})
 
 
 @pytest.fixture(scope="session")
 def deployed(lab) -> Deployed:
     """The first deploy of the whole baseline onto the fresh lab (shared by the tests; in two parts
-    at once, FIRST_DEPLOY_PARTS).
+    at once, by lab group).
 
     Twice in about ten full runs this deploy stalled with the machine idle (output cut during
     "Preparing operation files", cause not found). The lab's group data now bounds every command

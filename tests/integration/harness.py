@@ -24,6 +24,8 @@ LAB_ENV = {
 }
 PREFIX = LAB_ENV["LLMFLEET_LAB_PREFIX"]
 N_CONTAINERS = 3
+# The lab's groups (inventories/lab.py): what a deploy by group runs at once.
+LAB_GROUPS = ("lab_containers", "lab_vms")
 # The stages of the lab's life, in the order they run (conftest.py orders the modules by them).
 LAB_STAGES = ("as made", "grown", "removed")
 
@@ -76,12 +78,52 @@ class Lab:
     def deploy(self, *extra: str) -> subprocess.CompletedProcess:
         return run(str(BIN / "pyinfra"), "inventories/lab.py", "deploy.py", *extra)
 
+    def deploy_by_group(self, *extra: str) -> str:
+        """The whole lab deployed, one pyinfra run per lab group at once (deploy_at_once); fails
+        with the output when a run fails."""
+        rc, output = deploy_at_once(LAB_GROUPS, *extra)
+        if rc != 0:
+            raise AssertionError(f"a deploy by group exited {rc}:\n{output[-5000:]}")
+        return output
+
     def verify(self, check: bool = True, acceptance: bool = False) -> subprocess.CompletedProcess:
         """The verify suite on every lab host; the acceptance checks (the throughput probe, 18 s a
         host) only when asked: test_lab.py runs the whole suite once."""
         marker = [] if acceptance else ["-m", "not acceptance"]
         return run(str(BIN / "pytest"), "verify/", "-p", "no:cacheprovider", "-q", "-rf", *marker,
                    f"--hosts={self.testinfra_hosts()}", check=check)
+
+
+def deploy_at_once(limits: tuple[str, ...], *extra: str, logs: dict[str, Path] | None = None,
+                   timeout: float = 1800) -> tuple[int | None, str]:
+    """One pyinfra run per `--limit` (a group or a host), all at once, as an operator splits a
+    fleet whose slowest host would otherwise set the pace of every operation (pyinfra waits for
+    every host at each one): the emulated VM's slow round trips then overlap the containers'
+    vLLM work instead of adding to it. Each run's output goes to its file in `logs` (kept if it
+    hangs) or is captured. Returns the exit code of the first run that failed (None: one ran past
+    `timeout`) or 0, and every run's output."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        files = {limit: (logs[limit] if logs else Path(tmp) / f"{limit}.log").open("w") for limit in limits}
+        procs = {limit: subprocess.Popen([str(BIN / "pyinfra"), "inventories/lab.py", "deploy.py", "-y",
+                                          "--limit", limit, *extra], cwd=ROOT, env=env(), stdout=files[limit],
+                                         stderr=subprocess.STDOUT, text=True) for limit in limits}
+        codes: dict[str, int | None] = {}
+        try:
+            for limit, proc in procs.items():
+                try:
+                    codes[limit] = proc.wait(timeout=timeout)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+                    codes[limit] = None
+        finally:
+            for f in files.values():
+                f.close()
+        output = "".join(Path(f.name).read_text() for f in files.values())
+    failed = [code for code in codes.values() if code != 0]
+    return (failed[0] if failed else 0), output
 
 
 def boot_ids() -> dict[str, str]:

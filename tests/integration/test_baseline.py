@@ -54,7 +54,7 @@ def test_every_component_broken_by_hand_is_named_then_repaired(lab, deployed):
         assert any(f"test_{component}" in ln and host in ln for ln in failed), (component, failed)
     # exactly the broken (component, host) pairs fail, nothing else
     assert len(failed) == len(BREAKS) + 1, failed  # module_blacklist fails twice: file and loaded module
-    lab.deploy("-y")
+    lab.deploy_by_group()
     lab.verify()
 
 

@@ -12,7 +12,7 @@ import subprocess
 import time
 
 import pytest
-from harness import BIN, ROOT, env, lab_ssh, llmfleet, run, state
+from harness import BIN, ROOT, deploy_at_once, env, lab_ssh, llmfleet, run, state
 
 NEW = "lab-c4"
 pytestmark = pytest.mark.lab_stage("grown")
@@ -147,9 +147,10 @@ def test_drift_by_hand_is_found_exactly_waived_and_cleared(lab, fleet_dirs, tmp_
     for other in ("lab-c2", NEW):
         assert live[other] == [], (other, live[other])
     assert (out_dir / sorted(x.name for x in out_dir.iterdir())[-1] / "junit.xml").is_file()
-    # a deploy puts every host back; the next audit is clean and says what was resolved
-    run(str(BIN / "pyinfra"), "inventories/lab.py", "deploy.py", "-y", "--limit", "lab-c1", "--limit", "lab-vm1",
-        timeout=1800)
+    # a deploy puts every host back (the two at once: harness.deploy_at_once); the next audit is
+    # clean and says what was resolved
+    rc, output = deploy_at_once(("lab-c1", "lab-vm1"))
+    assert rc == 0, output[-5000:]
     after = audit(state_dir, out_dir)
     # after a clean deploy the audit exits 0 and says so
     assert after.returncode == 0, after.stdout[-4000:]

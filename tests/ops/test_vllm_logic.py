@@ -206,8 +206,12 @@ class PlanHost:
 
     name = "gpu-1"
 
+    class Run:  # pyinfra's state: one run (the parser's answers are shared per run)
+        pass
+
     def __init__(self, facts: dict):
         self.facts, self.logged, self.noops = facts, [], []
+        self.state = self.Run()
 
     def get_fact(self, cls, **kwargs):
         return self.facts[cls.__name__]
@@ -316,3 +320,54 @@ def test_a_key_file_left_behind_and_a_missing_key_file_are_named(settings, tmp_p
     causes = ops.restart_causes(with_key, active(with_key, key_sha256=None), CLEAN_ENV, UNIT)
     assert causes == {"key": f"the API key file {vllm.API_KEY_FILE} is missing"}
     assert "secret-key-value" not in str(causes)
+
+
+def test_hosts_of_one_environment_share_one_parser_answer_and_a_failed_read_is_no_one_elses(settings):
+    """shared_flag_report: the first host's read answers for the hosts after it (they wait for it,
+    in their own greenlets), per run; an unreadable answer or a read that raised is read again by
+    each host; other flags are another answer."""
+    import gevent
+
+    class Run:  # a pyinfra state: the answers are per run
+        pass
+
+    reads = []
+
+    def reader(name, answer):
+        def read():
+            reads.append(name)
+            gevent.sleep(0.01)  # the fact's command on the host: the others ask meanwhile
+            if isinstance(answer, Exception):
+                raise answer
+            return answer
+        return read
+
+    ok = {"version": "0.32.0", "ok": True, "unknown": [], "options": ["--dtype"], "error": None}
+    run = Run()
+    got = [g.get() for g in [gevent.spawn(ops.shared_flag_report, run, settings, reader(n, ok))
+                             for n in ("gpu-1", "gpu-2", "gpu-3")]]
+    assert got == [ok, ok, ok] and reads == ["gpu-1"]
+    # another run reads again
+    reads.clear()
+    assert ops.shared_flag_report(Run(), settings, reader("gpu-1", ok)) == ok and reads == ["gpu-1"]
+    # an answer that could not be read is each host's own
+    reads.clear()
+    unreadable = {"unreadable": "vLLM's parser does not load: ImportError: torch"}
+    run = Run()
+    assert ops.shared_flag_report(run, settings, reader("gpu-1", unreadable)) == unreadable
+    assert ops.shared_flag_report(run, settings, reader("gpu-2", ok)) == ok
+    assert reads == ["gpu-1", "gpu-2"]
+    # a host whose read failed: the one waiting for it reads its own
+    reads.clear()
+    run = Run()
+    first = gevent.spawn(ops.shared_flag_report, run, settings, reader("gpu-1", OSError("connection lost")))
+    second = gevent.spawn(ops.shared_flag_report, run, settings, reader("gpu-2", ok))
+    gevent.joinall([first, second])
+    assert isinstance(first.exception, OSError) and second.value == ok and reads == ["gpu-1", "gpu-2"]
+    # other flags: another answer
+    reads.clear()
+    run = Run()
+    other = settings.model_copy(update={"vllm_flags": settings.vllm_flags | {"max-num-seqs": 16}})
+    ops.shared_flag_report(run, settings, reader("gpu-1", ok))
+    ops.shared_flag_report(run, other, reader("gpu-2", ok))
+    assert reads == ["gpu-1", "gpu-2"]

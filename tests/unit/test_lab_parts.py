@@ -72,6 +72,29 @@ def test_ssh_files_check_host_keys(tmp_path):
     assert paths.known_hosts.read_text() == ""
 
 
+def test_testinfra_checks_of_a_host_share_one_connection_and_other_ssh_uses_do_not(tmp_path):
+    """ssh's own reading of the two configs (`ssh -G`: the settings a connection would use)."""
+    import subprocess
+
+    paths = LabPaths(state_dir=tmp_path / "lab", cache_dir=tmp_path / "cache")
+    state = LabState(subnet="10.77.0.0/24", gateway="10.77.0.1", bridge="x-br0", user="fleet")
+    state.hosts["lab-c1"] = Host(name="lab-c1", kind="container", address="10.77.0.11", image="i", link="x-c1")
+    write_ssh_files(state, {"lab-c1": "ssh-ed25519 AAAAkey"}, paths)
+
+    def resolved(config) -> dict[str, str]:
+        out = subprocess.run(["ssh", "-G", "-F", str(config), "lab-c1"], capture_output=True, text=True,
+                             check=True).stdout
+        return dict(line.split(" ", 1) for line in out.splitlines() if " " in line)
+
+    testinfra, plain = resolved(paths.testinfra_ssh_config), resolved(paths.ssh_config)
+    assert testinfra["controlpath"].startswith(f"{paths.ssh_dir}/cm-"), testinfra["controlpath"]
+    assert "controlpath" not in plain  # `lab ssh` and the deploy keep a connection each
+    for key in ("hostname", "user", "identityfile", "userknownhostsfile", "stricthostkeychecking",
+                "serveraliveinterval"):
+        assert testinfra[key] == plain[key], key  # everything else as the lab's own config says
+    assert plain["hostname"] == "10.77.0.11" and plain["serveraliveinterval"] == "5"
+
+
 def test_taken_port_is_named():
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
         s.bind(("127.0.0.1", 0))
