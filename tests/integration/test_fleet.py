@@ -1,6 +1,6 @@
 """Fleet operations on the lab: onboarding a fresh host (interrupted and resumed) to a clean audit,
-hardware drift against its recorded fingerprint, and drift injected by hand on two hosts found
-exactly, waived, reported unreachable, and cleared by a deploy. (It adds lab-c4 to the lab: stage
+hardware drift against its recorded fingerprint, and drift injected by hand on two container hosts
+found exactly, waived, reported unreachable, and cleared by a deploy. (It adds lab-c4 to the lab: stage
 "grown", after the modules that expect the lab as `lab up` made it.)"""
 
 from __future__ import annotations
@@ -100,14 +100,16 @@ def test_a_changed_part_is_hardware_drift(lab, fleet_dirs):
         fp_file.write_text(original)
 
 
-# drift by hand: (host, command, a check id that must be reported for that host)
+# drift by hand: (host, command, a check id that must be reported for that host). The audit of
+# the container hosts (`--limit lab_containers`): what it classifies and reports needs no kernel of
+# its own, and the VM's kernel-level drift is found by the same verify checks in test_baseline.py's
+# break-and-repair (the audit runs them); an audit round with the emulated VM cost minutes.
 DRIFT = [
     ("lab-c1", "sudo sed -i 's/nofile 65536/nofile 1024/' /etc/security/limits.d/90-llmfleet.conf",
      "verify/test_limits.py::"),
     ("lab-c1", "sudo sed -i 's/^Restart=on-failure/Restart=always/' /etc/systemd/system/vllm.service",
      "deploy: vllm"),
-    ("lab-vm1", "sudo sysctl -w vm.swappiness=60", "verify/test_sysctls.py::test_sysctls_in_force"),
-    ("lab-vm1", "sudo systemctl stop chrony", "verify/test_chrony.py::test_chrony_synchronised"),
+    ("lab-c2", "sudo systemctl stop chrony", "verify/test_chrony.py::test_chrony_synchronised"),
 ]
 
 
@@ -127,13 +129,14 @@ def test_drift_by_hand_is_found_exactly_waived_and_cleared(lab, fleet_dirs, tmp_
     link = state()["hosts"]["lab-c3"]["link"]
     subprocess.run(["ip", "link", "set", link, "down"], check=True)
     try:
-        p = audit(state_dir, out_dir, "--waivers", str(waivers))
+        p = audit(state_dir, out_dir, "--limit", "lab_containers", "--waivers", str(waivers))
     finally:
         subprocess.run(["ip", "link", "set", link, "up"], check=True)
     assert p.returncode == 1, p.stdout[-4000:]
     doc = latest_report(out_dir)
+    assert set(doc["hosts"]) == {"lab-c1", "lab-c2", "lab-c3", NEW}
     live = {h: [x for x in d["problems"] if not x["waived"]] for h, d in doc["hosts"].items()}
-    assert {h for h, ps in live.items() if ps} == {"lab-c1", "lab-vm1", "lab-c3"}
+    assert {h for h, ps in live.items() if ps} == {"lab-c1", "lab-c2", "lab-c3"}
     assert [x["kind"] for x in live["lab-c3"]] == ["unreachable"] and not doc["hosts"]["lab-c3"]["reachable"]
     for host, _, check in DRIFT:
         found = [x for x in doc["hosts"][host]["problems"] if x["check"].startswith(check)]
@@ -142,19 +145,19 @@ def test_drift_by_hand_is_found_exactly_waived_and_cleared(lab, fleet_dirs, tmp_
     assert waived and all(x["check"].startswith("verify/test_limits.py::") for x in waived)
     assert waived[0]["waived"] == "nofile trial OPS-7 (until 2099-12-31)"
     assert any(x["kind"] == "config" and "limits" in x["check"] for x in live["lab-c1"])
-    sysctl = next(x for x in live["lab-vm1"] if x["check"].startswith("verify/test_sysctls.py::test_sysctls_in_force"))
-    assert "vm.swappiness" in sysctl["message"] and "60" in sysctl["actual"]
-    for other in ("lab-c2", NEW):
-        assert live[other] == [], (other, live[other])
+    chrony = next(x for x in live["lab-c2"] if x["check"].startswith("verify/test_chrony.py::"))
+    assert chrony["kind"] == "state" and "chrony service" in chrony["message"], chrony
+    assert (chrony["expected"], chrony["actual"]) == ("active", "inactive"), chrony
+    assert live[NEW] == [], live[NEW]
     assert (out_dir / sorted(x.name for x in out_dir.iterdir())[-1] / "junit.xml").is_file()
     # a deploy puts every host back (the two at once: harness.deploy_at_once); the next audit is
     # clean and says what was resolved
-    rc, output = deploy_at_once(("lab-c1", "lab-vm1"))
+    rc, output = deploy_at_once(("lab-c1", "lab-c2"))
     assert rc == 0, output[-5000:]
-    after = audit(state_dir, out_dir)
+    after = audit(state_dir, out_dir, "--limit", "lab_containers")
     # after a clean deploy the audit exits 0 and says so
     assert after.returncode == 0, after.stdout[-4000:]
-    assert "5 hosts: 5 clean, 0 with drift, 0 unreachable" in " ".join(after.stdout.split())
+    assert "4 hosts: 4 clean, 0 with drift, 0 unreachable" in " ".join(after.stdout.split())
     ch = latest_report(out_dir)["changes_since_last"]
     assert ch["new"] == []
     for host, _, check in DRIFT[1:]:
