@@ -2,11 +2,11 @@
 
 from pyinfra import host
 from pyinfra.api import deploy
-from pyinfra.operations import apt, files, systemd
+from pyinfra.operations import files, systemd
 
 from llmfleet.facts import IsContainer
 from llmfleet.settings import Settings
-from operations import template
+from operations import apt_installed, template
 
 CONF = "/etc/chrony/chrony.conf"
 CONTAINER_DROPIN = "/etc/systemd/system/chrony.service.d/90-llmfleet-container.conf"
@@ -16,8 +16,7 @@ CONTAINER_DROPIN = "/etc/systemd/system/chrony.service.d/90-llmfleet-container.c
 def configure(settings: Settings):
     """Install chrony, point it at `chrony_servers`, and keep it enabled and running."""
     # install
-    apt.packages(name="chrony is installed", packages=["chrony"], cache_time=settings.apt_cache_valid_s,
-                 update=True, no_recommends=True)
+    apt_installed("chrony is installed", ["chrony"], settings.apt_cache_valid_s, no_recommends=True)
     # configure
     conf = files.template(name="chrony uses the configured servers", src=template("chrony", "chrony.conf.j2"),
                           dest=CONF, mode="644", servers=list(settings.chrony_servers))

@@ -18,7 +18,7 @@ from pyinfra.operations import apt, files, server
 from llmfleet.facts import NvidiaHost
 from llmfleet.gpu import driver_branch, profile_of
 from llmfleet.settings import Settings
-from operations import template
+from operations import apt_installed, template
 
 # CUDA repository folder per distribution (NVIDIA driver installation guide, r580: "Ubuntu",
 # "Debian"; https://developer.download.nvidia.com/compute/cuda/repos/).
@@ -182,8 +182,7 @@ def install(settings: Settings) -> list[str]:
     packages = driver_packages(facts["os"], settings.nvidia_driver_flavour, settings.nvidia_driver_version)
 
     # repository (configure): gnupg for apt.key's dearmor, then key, source and pin
-    apt.packages(name="gnupg for the repository key", packages=["gnupg"], no_recommends=True,
-                 cache_time=settings.apt_cache_valid_s, update=True)
+    apt_installed("gnupg for the repository key", ["gnupg"], settings.apt_cache_valid_s, no_recommends=True)
     repository(name="CUDA repository", url=repo)
     # apt reads preferences at every install: a changed pin needs no index refresh
     files.template(name="driver version pinned", src=template("nvidia_driver", "90-llmfleet-nvidia.pref.j2"),
