@@ -38,7 +38,9 @@ apt_http_pipeline_depth = 10
 # ---------------------------------------------------------------------------------------------
 # numactl and pciutils: NUMA and PCIe inspection; python3-venv: vLLM's virtual environment.
 base_packages = ["numactl", "pciutils", "python3-venv", "ca-certificates"]
-# An apt index younger than this many seconds is not refreshed (keeps a no-change deploy quiet).
+# Before a package is installed, the apt index is refreshed when older than this many seconds; a host
+# that has every package gets no refresh at all, so a no-change deploy (and the audit's dry run) stays
+# quiet however old its index is (operations/__init__.py: apt_installed).
 apt_cache_valid_s = 3600
 # CPU frequency governor, where the host exposes cpufreq (bare metal; VMs usually don't).
 # None leaves it alone. "performance" keeps clocks up between decode steps.
