@@ -42,6 +42,14 @@ vllm_env = {
     "VLLM_CPU_OMP_THREADS_BIND": "nobind",
     "OMP_NUM_THREADS": "1",
     "OMP_WAIT_POLICY": "PASSIVE",
+    # the engine's one worker in the engine core process, not a process of its own: one PyTorch
+    # import less per start. vLLM's CPU platform runs a single worker in its own process unless V1
+    # multiprocessing is off (vllm/platforms/cpu.py, vLLM 0.32.0: "uni" is replaced by "mp" when
+    # VLLM_ENABLE_V1_MULTIPROCESSING is 1, the default); the API server keeps its engine core
+    # process either way (vllm/v1/engine/async_llm.py: make_async_mp_client). Measured on the
+    # test lab (lab-c1 alone, two runs of six restarts alternated, ready = a 1-token completion): 39 to 46 s
+    # with the default, 28 to 32 s with this (benchmarks/vllm_restart_in_process_worker.sh).
+    "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
     "VLLM_NO_USAGE_STATS": "1",
     "DO_NOT_TRACK": "1",
 }
