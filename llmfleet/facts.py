@@ -99,6 +99,17 @@ class VllmState(FactBase[dict]):
         return json.loads("\n".join(output))
 
 
+class PortHolders(FactBase[dict]):
+    """The processes listening on TCP ports (llmfleet/remote/port_holders.py; needs root to see
+    every process): {"<port>": [{"pid", "command", "unit"}]}, a port nobody listens on left out."""
+
+    def command(self, ports: list[int]) -> str:
+        return python_script("port_holders", *(str(p) for p in ports))
+
+    def process(self, output) -> dict:
+        return json.loads("\n".join(output))
+
+
 class VllmEnvironment(FactBase[dict]):
     """A vLLM environment against the record of what it held when it was made
     (`<env>/.llmfleet-packages.json`, llmfleet/remote/vllm_env_record.py):

@@ -90,6 +90,7 @@ PipName = Annotated[str, _pattern(r"[A-Za-z0-9][A-Za-z0-9._-]*", "a Python packa
 # pinned: name==version (a local version label like +cpu allowed), no URLs or options
 PipRequirement = Annotated[str, _pattern(r"[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9,._-]+\])?==[0-9][A-Za-z0-9.+!-]*",
                                          "a pinned requirement like vllm==0.19.1")]
+UvRequirement = Annotated[str, _pattern(r"uv==[0-9][A-Za-z0-9.+!-]*", "uv, pinned, like uv==0.13.9")]
 FlagName = Annotated[str, _pattern(r"-{0,2}[a-z0-9][a-z0-9_-]*", "a vLLM option name like max-model-len")]
 FlagValue = Annotated[int, Field(strict=True)] | float | StrictBool | None | \
     Annotated[str, _pattern(r"[^\n\r\x00]*", "one line of text")] | list[str | int] | dict
@@ -247,6 +248,7 @@ class Settings(BaseModel):
     vllm_enabled: StrictBool
     vllm_packages: Annotated[list[PipRequirement], Field(min_length=1)]
     vllm_pip_remove: list[PipName]
+    vllm_installer: UvRequirement | None
     vllm_venv: AbsPath
     vllm_version: Version
     vllm_torch_version: Version | None

@@ -132,6 +132,23 @@ def render_unit(settings: Settings, gpu: bool) -> str:
         state_dir=f"/var/lib/{STATE_DIR_NAME}", state_dir_name=STATE_DIR_NAME)
 
 
+def port_problems(settings: Settings, holders: dict) -> list[str]:
+    """The ports the service is to listen on that another process holds on the host (the design
+    notes' pre-launch checklist: a port taken before the start fails the start, after the roll
+    has changed the host). `holders` is the PortHolders fact: {"<port>": [{"pid", "command", "unit"}]};
+    a socket of the service's own unit (its running server, restarted by this deploy) is no problem."""
+    problems = []
+    for port in (settings.vllm_port,):
+        others = [h for h in holders.get(str(port), []) if h.get("unit") != UNIT_NAME]
+        if others:
+            who = ", ".join(f"{h.get('command') or '?'} (pid {h['pid']}, unit {h.get('unit') or 'none'})"
+                            for h in others)
+            problems.append(f"vllm_port = {port} is held on the host by {who}, not by {UNIT_NAME}: the server "
+                            f"could not listen on it (fix: stop or move that process, or set vllm_port to a free "
+                            f"port)")
+    return problems
+
+
 def api_key_env(settings: Settings) -> str | None:
     """The content of the root-only environment file (None: no API key)."""
     if not settings.vllm_api_key_file:

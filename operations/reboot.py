@@ -66,19 +66,33 @@ def _stop_roll(host, why: str) -> bool:
     return False
 
 
+def _new_boot(host) -> bool:
+    """Whether the host answers over SSH with a boot id other than the one recorded before its
+    reboot. Until then anything may happen: the old system, still shutting down, can accept a
+    connection and cut it mid-command (paramiko raises), or refuse it; that is "not back yet",
+    not a failed reboot."""
+    try:
+        host.connect(show_errors=False)
+        if host.connected:
+            ok, boot_id = _run(host, "cat /proc/sys/kernel/random/boot_id")
+            if ok and boot_id and boot_id != _BOOT_IDS.get(host.name):
+                return True
+    except Exception as exc:  # noqa: BLE001 - see the docstring: the host is not back yet
+        logger.debug(f"{host.name}: not back yet ({exc!r})")
+    try:
+        host.disconnect()
+    except Exception:  # noqa: BLE001 - a connection the old system cut is gone either way
+        host.connected = False
+    return False
+
+
 def _wait_back(state, host, expect_tokens: list[str], timeout_s: int) -> bool:
     """Wait for a new boot id over SSH, systemd up, and the expected kernel command line."""
     try:
         time.sleep(3)
         host.disconnect()
         deadline = time.monotonic() + timeout_s
-        while True:
-            host.connect(show_errors=False)
-            if host.connected:
-                ok, boot_id = _run(host, "cat /proc/sys/kernel/random/boot_id")
-                if ok and boot_id and boot_id != _BOOT_IDS.get(host.name):
-                    break
-                host.disconnect()
+        while not _new_boot(host):
             if time.monotonic() > deadline:
                 return _stop_roll(host, f"did not come back within {timeout_s}s (reboot_timeout_s)")
             time.sleep(2)

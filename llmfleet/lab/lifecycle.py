@@ -6,6 +6,7 @@ import fcntl
 import os
 import shutil
 import time
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
 from llmfleet.errors import LabError
@@ -182,9 +183,12 @@ def down(log=print) -> list[str]:
     with locked(paths):
         state = LabState.load(paths)
         if state is not None:
-            for h in state.hosts.values():
-                labhosts.stop_host(h, paths)
-                removed.append(f"host {h.name}")
+            # all at once: a container's systemd takes seconds to shut its services down (up to
+            # the 15 s grace), and the hosts do not wait on each other
+            hosts = list(state.hosts.values())
+            with ThreadPoolExecutor(max_workers=max(1, len(hosts))) as pool:
+                list(pool.map(lambda h: labhosts.stop_host(h, paths), hosts))
+            removed += [f"host {h.name}" for h in hosts]
             for name, svc in state.services.items():
                 svc.proc.stop(grace_s=5)
                 removed.append(f"service {name}")

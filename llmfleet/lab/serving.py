@@ -9,7 +9,7 @@ import os
 import secrets
 from pathlib import Path
 
-from llmfleet.lab.config import LAB_MODEL, LAB_VLLM_PACKAGES, LabPaths
+from llmfleet.lab.config import LAB_MODEL, LAB_VLLM_INSTALLER, LAB_VLLM_PACKAGES, LabPaths
 
 
 def model_dir(paths: LabPaths) -> Path:
@@ -53,7 +53,7 @@ def ensure_wheels(paths: LabPaths, log=print) -> None:
     from llmfleet.lab.wheels import add_wheels
 
     have = {p.name.lower() for p in paths.wheels_dir.glob("*.whl")} if paths.wheels_dir.exists() else set()
-    missing = [r for r in LAB_VLLM_PACKAGES
+    missing = [r for r in [*LAB_VLLM_PACKAGES, LAB_VLLM_INSTALLER]
                if not any(w.startswith(r.split("==")[0].replace("-", "_") + "-" + r.split("==")[1]) for w in have)]
     if missing:
         log(f"downloading wheels for {', '.join(missing)} into the lab's wheel folder")

@@ -115,10 +115,9 @@ DRIFT = [
 
 def test_drift_by_hand_is_found_exactly_waived_and_cleared(lab, fleet_dirs, tmp_path):
     state_dir, out_dir = fleet_dirs
-    # the earlier test modules deploy the containers with --data overrides (a flag change, a model
-    # that fails): converge them to group data first, as the fleet would be after a clean deploy
-    # (the VM was only ever deployed with group data, and every round trip to it is slow), all at
-    # once: this is the test's setup, not a roll under test (test_vllm.py tests the batches)
+    # the fleet as after a clean deploy of group data: test_vllm.py's last roll put its flag change
+    # back, so this changes nothing unless an earlier test left a host otherwise (then it converges
+    # them all at once: the test's setup, not a roll under test)
     run(str(BIN / "pyinfra"), "inventories/lab.py", "deploy.py", "-y", "--limit", "lab_containers",
         "--data", "vllm_max_unavailable=4", timeout=1800)
     for host, command, _ in DRIFT:

@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 from harness import BIN, LAB_ENV, N_CONTAINERS, PREFIX, lab_ssh, llmfleet, run, state
 
+from llmfleet.lab import cgroup
+
 
 def _cmdline(proc: Path) -> bytes:
     try:
@@ -50,6 +52,27 @@ def test_each_container_has_its_own_network_namespace(lab):
     hosts = state()["hosts"]
     namespaces = {h["netns"] for h in hosts.values() if h["kind"] == "container"}
     assert len(namespaces) == N_CONTAINERS and namespaces <= set(netns_names())
+
+
+def test_each_container_keeps_its_units_in_a_cgroup_tree_of_its_own(lab):
+    """The same unit started in two containers lands in two cgroups, each holding only its own
+    process (before: one shared `/payload/system.slice/<unit>`, which made batch reboots fail
+    units with 219/CGROUP; benchmarks/lab_container_reboots.sh counts them)."""
+    unit = "llmfleet-cgroup-check"
+    containers = [n for n, h in state()["hosts"].items() if h["kind"] == "container"][:2]
+    for name in containers:
+        lab_ssh(name, f"sudo systemd-run --quiet --unit={unit} sleep 600")
+    try:
+        mounts = cgroup.tracking_mounts(Path("/proc/self/mountinfo").read_text())
+        for mount in mounts:
+            held = {str(d.relative_to(mount)): (d / "cgroup.procs").read_text().split()
+                    for d in mount.rglob(f"{unit}.service") if d.is_dir()}
+            assert len(held) == len(containers) and all(len(p) == 1 for p in held.values()), (
+                f"{mount}: expected {len(containers)} cgroups named {unit}.service with one process each, "
+                f"found {held}")
+    finally:
+        for name in containers:
+            lab_ssh(name, f"sudo systemctl stop {unit}", check=False)
 
 
 def test_up_twice_is_harmless(lab):

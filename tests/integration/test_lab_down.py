@@ -7,6 +7,8 @@ from pathlib import Path
 import pytest
 from harness import LAB_ENV, PREFIX, llmfleet
 
+from llmfleet.lab import cgroup
+
 pytestmark = pytest.mark.lab_stage("removed")
 
 
@@ -19,6 +21,9 @@ def test_down_leaves_nothing_behind(lab):
     links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
     assert f"{PREFIX}-" not in netns and f"{PREFIX}-" not in links
     assert lab_dir not in Path("/proc/self/mounts").read_text()
+    cgroups = [str(d) for m in cgroup.tracking_mounts(Path("/proc/self/mountinfo").read_text())
+               for d in (m / cgroup.LAB_PARENT).glob(f"{PREFIX}-*")]
+    assert cgroups == [], "the containers' cgroups must go with them"
     # (ps cuts lines at 80 columns when its output is not a terminal: read /proc instead)
     leftovers = []
     for entry in Path("/proc").iterdir():

@@ -2,7 +2,7 @@
 restarts that keep N - max_unavailable hosts answering, bad input that stops before any restart,
 a model that fails to load switched back, a killed server brought back by systemd, a second
 deploy that restarts nothing, a package changed by hand in the environment (found, planned and
-repaired), and a removed model link named as what differs."""
+repaired) and a removed model link named as what differs (repaired in the same roll)."""
 
 from __future__ import annotations
 
@@ -15,9 +15,11 @@ from pathlib import Path
 import pytest
 from harness import BIN, LAB_ENV, ROOT, lab_ssh, run, state
 
+from llmfleet import vllm_service
 from llmfleet.lab import poller
 
 REPORTS = ROOT / "reports"
+UNIT = vllm_service.UNIT_PATH
 
 
 def containers() -> dict[str, str]:
@@ -37,10 +39,11 @@ def main_pids() -> dict[str, str]:
             for name in containers()}
 
 
-def deploy(*data: str, check: bool = True):
-    """A deploy of the container hosts (the VM does not serve, and every round trip to it is slow)."""
+def deploy(*data: str, check: bool = True, limit: str = "lab_containers"):
+    """A deploy of the container hosts (the VM does not serve, and every round trip to it is slow),
+    or of the hosts `limit` names."""
     args = [a for kv in data for a in ("--data", kv)]
-    return run(str(BIN / "pyinfra"), "inventories/lab.py", "deploy.py", "-y", "--limit", "lab_containers", *args,
+    return run(str(BIN / "pyinfra"), "inventories/lab.py", "deploy.py", "-y", "--limit", limit, *args,
                check=check, timeout=1800)
 
 
@@ -126,6 +129,25 @@ def test_a_bad_flag_stops_before_any_restart(serving, data, message):
     assert main_pids() == before
 
 
+def test_a_port_held_by_another_process_stops_the_host_before_any_change(serving):
+    name = next(iter(serving))
+    lab_ssh(name, "sudo systemd-run --quiet --unit=port-squatter python3 -m http.server 8123 && for i in $(seq 50); "
+                  "do (echo > /dev/tcp/127.0.0.1/8123) 2>/dev/null && exit 0; sleep 0.2; done; exit 1")
+    try:
+        before = main_pids()
+        unit = lab_ssh(name, f"sha256sum {UNIT}").stdout
+        squatter = lab_ssh(name, "systemctl show -p MainPID --value port-squatter").stdout.strip()
+        proc = deploy("vllm_port=8123", check=False, limit=name)
+        out = " ".join((proc.stdout + proc.stderr).split())
+        assert proc.returncode == 1, out[-3000:]
+        assert (f"host {name}: vllm_port = 8123 is held on the host by python3 (pid {squatter}, unit "
+                "port-squatter.service), not by vllm.service") in out, out[-3000:]
+        assert "vllm: restart on what is staged" not in out and "vllm: unit" not in out
+        assert main_pids() == before and lab_ssh(name, f"sha256sum {UNIT}").stdout == unit
+    finally:
+        lab_ssh(name, "sudo systemctl stop port-squatter", check=False)
+
+
 def test_a_broken_model_checksum_stops_before_any_host_is_touched(serving, tmp_path):
     before = main_pids()
     bad_pin = run(str(BIN / "python"), "-c", "import json,runpy; print(json.dumps(runpy.run_path("
@@ -178,72 +200,74 @@ def test_a_killed_server_is_brought_back_by_systemd(lab, serving):
         pytest.fail(f"{name}: vLLM not back within 300 s after kill -9")
     restarts = lab_ssh(name, "systemctl show -p NRestarts --value vllm.service").stdout.strip()
     assert int(restarts) >= 1
-    proc = run(str(BIN / "pytest"), "verify/test_vllm.py", "-p", "no:cacheprovider", "-q",
-               "--hosts=" + ",".join(h for h in lab.testinfra_hosts().split(",") if f"//{name}?" in h),
-               "--data", 'vllm_flags={"dtype": "float32", "max-model-len": 1024, "enforce-eager": true, '
-                         '"max-num-seqs": 16}', check=False)
+    proc = verify_vllm(lab, [name])
     assert proc.returncode == 0, proc.stdout[-3000:]
 
 
 FLAGS = 'vllm_flags={"dtype": "float32", "max-model-len": 1024, "enforce-eager": true, "max-num-seqs": 16}'
 
 
-def planned_for(name: str, *data: str) -> list[str]:
-    """The names of the operations the deploy's dry run would change on host `name` (what the
+def planned(*data: str) -> dict[str, list[str]]:
+    """The names of the operations the deploy's dry run would change, per container host (what the
     audit's config drift lists)."""
     args = [a for kv in data for a in ("--data", kv)]
     plan = json.loads(run(str(BIN / "pyinfra"), "inventories/lab.py", "deploy.py", "--dry", "--json", "--limit",
                           "lab_containers", *args).stdout)["plan"]
-    return [p["name"] for p in plan if name in p["hosts_with_change"] + p["hosts_with_conditional_change"]]
+    return {name: [p["name"] for p in plan if name in p["hosts_with_change"] + p["hosts_with_conditional_change"]]
+            for name in containers()}
 
 
-def verify_vllm(lab, name: str, *args: str):
+def verify_vllm(lab, names: list[str], *args: str, data: tuple[str, ...] = (FLAGS,)):
     return run(str(BIN / "pytest"), "verify/test_vllm.py", "-p", "no:cacheprovider", "-q", *args,
-               "--hosts=" + ",".join(h for h in lab.testinfra_hosts().split(",") if f"//{name}?" in h),
-               "--data", FLAGS, check=False)
+               "--hosts=" + ",".join(h for h in lab.testinfra_hosts().split(",")
+                                     if any(f"//{name}?" in h for name in names)),
+               *[a for kv in data for a in ("--data", kv)], check=False)
 
 
-def test_a_package_changed_by_hand_fails_verify_is_planned_and_a_deploy_repairs_it(lab, serving):
-    name = next(iter(serving))
+def test_a_changed_package_and_a_removed_model_link_are_planned_as_what_differs_and_one_deploy_repairs_both(
+        lab, serving):
+    """Two repairs, each on a host of its own, in one roll (both hosts in one batch): a package
+    changed by hand in the vLLM environment (verify names it; the plan puts the recorded versions
+    back) and a removed model link (the plan names the link: not "the unit changed", and no check
+    that changes nothing). The third host has nothing to repair."""
+    pkg_host, link_host = list(serving)[0], list(serving)[-1]
     deploy(FLAGS)  # every host on the version the earlier tests left (a stopped roll leaves some behind)
-    env = lab_ssh(name, "readlink -f /opt/llmfleet/vllm/current").stdout.strip()
-    record = json.loads(lab_ssh(name, f"cat {env}/.llmfleet-packages.json").stdout)["packages"]
+    env = lab_ssh(pkg_host, "readlink -f /opt/llmfleet/vllm/current").stdout.strip()
+    record = json.loads(lab_ssh(pkg_host, f"cat {env}/.llmfleet-packages.json").stdout)["packages"]
     removed, downgraded = [n for n in ("certifi", "idna", "six", "filelock", "packaging") if n in record][:2]
-    lab_ssh(name, f"sudo {env}/bin/python3 -m pip uninstall -y -q {removed} && sudo sed -i 's/^Version: .*/Version: "
-                  f"0.0.1/' {env}/lib/python3*/site-packages/{downgraded}-*.dist-info/METADATA")
-    proc = verify_vllm(lab, name, "-k", "environment_holds")
+    lab_ssh(pkg_host, f"sudo {env}/bin/python3 -m pip uninstall -y -q {removed} && sudo sed -i 's/^Version: .*/"
+                      f"Version: 0.0.1/' {env}/lib/python3*/site-packages/{downgraded}-*.dist-info/METADATA")
+    args = lab_ssh(link_host, "tr '\\0' ' ' < /proc/$(systemctl show -p MainPID --value vllm.service)/cmdline").stdout
+    link = args.split("--model ", 1)[1].split()[0]
+    target = lab_ssh(link_host, f"readlink {link}").stdout.strip()
+    lab_ssh(link_host, f"sudo rm {link}")
+
+    proc = verify_vllm(lab, [pkg_host], "-k", "environment_holds")
     out = " ".join(proc.stdout.split())
     assert proc.returncode == 1, out[-3000:]
     assert f"{removed}: expected {record[removed]}, actual not installed" in out, out[-3000:]
     assert f"{downgraded}: expected {record[downgraded]}, actual 0.0.1" in out, out[-3000:]
     env_id = env.rsplit("/", 1)[-1]
-    assert planned_for(name, FLAGS) == [
-        f"vllm | vLLM environment {env_id}: packages differ from its record: the recorded versions put back",
-        "vllm | vllm: restart on what is staged, in batches of vllm_max_unavailable, each ready before the next"]
-    proc = deploy(FLAGS)
+    restart = "vllm | vllm: restart on what is staged, in batches of vllm_max_unavailable, each ready before the next"
+    assert planned(FLAGS) == {
+        pkg_host: [f"vllm | vLLM environment {env_id}: packages differ from its record: the recorded versions put back",
+                   restart],
+        link_host: ["vllm | vllm: model link `current` missing or not at vllm_model's version: staged for the restart",
+                    restart],
+        **{n: [] for n in serving if n not in (pkg_host, link_host)}}
+
+    # the repairing deploy is also this module's way back to group data (the flags the flag roll
+    # changed), which the modules after it expect: one roll, all hosts at once, instead of a
+    # second roll of every host later
+    proc = deploy(f"vllm_max_unavailable={len(serving)}")
     out = proc.stdout + proc.stderr
-    assert out.count("vllm: ready in") == 1, out[-3000:]
+    assert out.count("vllm: ready in") == len(serving), out[-3000:]
     assert f"differs from its record: {removed}: expected {record[removed]}, actual not installed" in out
-    assert verify_vllm(lab, name).returncode == 0
-    assert planned_for(name, FLAGS) == []
-
-
-def test_a_removed_model_link_is_planned_as_the_link_and_a_deploy_puts_it_back(lab, serving):
-    name = list(serving)[-1]
-    args = lab_ssh(name, "tr '\\0' ' ' < /proc/$(systemctl show -p MainPID --value vllm.service)/cmdline").stdout
-    link = args.split("--model ", 1)[1].split()[0]
-    target = lab_ssh(name, f"readlink {link}").stdout.strip()
-    lab_ssh(name, f"sudo rm {link}")
-    # what differs is the link: not "the unit changed", and no check that changes nothing
-    assert planned_for(name, FLAGS) == [
-        "vllm | vllm: model link `current` missing or not at vllm_model's version: staged for the restart",
-        "vllm | vllm: restart on what is staged, in batches of vllm_max_unavailable, each ready before the next"]
-    proc = deploy(FLAGS)
-    out = proc.stdout + proc.stderr
-    assert out.count("vllm: ready in") == 1 and f"the model link {link} is missing" in out, out[-3000:]
-    assert lab_ssh(name, f"readlink {link}").stdout.strip() == target
-    assert planned_for(name, FLAGS) == []
-    assert verify_vllm(lab, name).returncode == 0
+    assert f"the model link {link} is missing" in out, out[-3000:]
+    assert lab_ssh(link_host, f"readlink {link}").stdout.strip() == target
+    assert planned() == {n: [] for n in serving}
+    proc = verify_vllm(lab, list(serving), data=())
+    assert proc.returncode == 0, proc.stdout[-3000:]
 
 
 def test_monitoring_hand_off_matches_the_lab(serving, tmp_path):

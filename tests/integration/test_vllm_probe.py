@@ -81,22 +81,28 @@ def test_inventory_probe_reports_every_container_host_and_gates_on_a_baseline(se
 
 
 def test_a_short_search_finds_an_effective_rate_with_its_bracket(serving):
+    """Against the lab's own SLO (group_data/lab.py: P95 3000 ms, met at a few requests per
+    second, lost long before probe_search_max_rps on 2 cores), so the search both passes and fails
+    a rate: lab-c1 alone served 36/s and failed 40/s (one 66 s search); in the suite, with the
+    other servers and the VM busy, the bracket is lower."""
     host = next(iter(serving))
-    p = probe("--inventory", "inventories/lab.py", "--limit", host, "--search", "--rate", "4", "--duration", "4",
-              "--warmup", "1", "--repeats", "1", "--slo-p95-ms", "400", "--out-dir", str(OUT))
-    assert p.returncode in (0, 1), p.stderr[-3000:]
+    p = probe("--inventory", "inventories/lab.py", "--limit", host, "--search", "--duration", "4",
+              "--warmup", "1", "--repeats", "1", "--out-dir", str(OUT))
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     doc = json.loads((OUT / f"{host}.json").read_text())
     e = doc["effective"]
-    rates = [t["offered_rps"] for t in doc["trials"]]
-    assert doc["mode"] == "search" and len(rates) >= 2
-    if e["rps"] is not None:
-        assert any(t["offered_rps"] == e["rps"] and t["passed"] for t in doc["trials"])
-        if e["lowest_failing_rps"] is not None:
-            assert e["rps"] < e["lowest_failing_rps"]
-            assert not any(t["passed"] for t in doc["trials"] if t["offered_rps"] == e["lowest_failing_rps"])
-            assert "effective throughput:" in p.stdout
+    trials = doc["trials"]
+    assert doc["mode"] == "search" and len(trials) >= 2
+    # the answer is a rate that passed, below the lowest rate that failed, which no trial passed
+    assert e["rps"] is not None and e["lowest_failing_rps"] is not None, e
+    assert any(t["offered_rps"] == e["rps"] and t["passed"] for t in trials), trials
+    assert e["rps"] < e["lowest_failing_rps"]
+    assert not any(t["passed"] for t in trials if t["offered_rps"] == e["lowest_failing_rps"])
+    # bisection narrowed the bracket to the lab's probe_search_precision (0.2)
+    assert (e["lowest_failing_rps"] - e["rps"]) / e["rps"] <= 0.2, e
+    assert f"effective throughput: {e['rps']:g} req/s" in " ".join(p.stdout.split())
     # every failing trial says why (SLO, early stop or saturation)
-    assert all(t["reasons"] for t in doc["trials"] if not t["passed"])
+    assert all(t["reasons"] for t in trials if not t["passed"])
 
 
 def test_bad_input_against_the_real_server(serving):

@@ -235,13 +235,15 @@ def planned(settings, monkeypatch, **facts) -> tuple[list[str], PlanHost]:
     monkeypatch.setattr(ops, "model_synced", lambda s: calls.append("model_synced"))
     monkeypatch.setattr(ops.vllm, "render_unit", lambda s, gpu: UNIT)
     fake = PlanHost({"VllmState": active(settings), "VllmEnvironment": CLEAN_ENV,
-                     "VllmFlags": {"version": "0.19.1", "ok": True, "unknown": [], "options": [], "error": None}}
+                     "VllmFlags": {"version": "0.19.1", "ok": True, "unknown": [], "options": [], "error": None},
+                     "PortHolders": {str(settings.vllm_port): [SERVER]}}
                     | facts)
     with ctx_host.use(fake):
         ops.serve.__wrapped__(settings, gpu=True)
     return calls, fake
 
 
+SERVER = {"pid": 812, "command": "vllm", "unit": "vllm.service"}  # the running server holds its port
 RESTART = ("vllm: restart on what is staged, in batches of vllm_max_unavailable, each ready before the next "
            "(_parallel=1)")  # group_data/all.py: vllm_max_unavailable = 1
 START = "vllm: start on what is staged, at once on every host that does not serve now"
@@ -371,3 +373,58 @@ def test_hosts_of_one_environment_share_one_parser_answer_and_a_failed_read_is_n
     ops.shared_flag_report(run, settings, reader("gpu-1", ok))
     ops.shared_flag_report(run, other, reader("gpu-2", ok))
     assert reads == ["gpu-1", "gpu-2"]
+
+
+def test_uv_installs_the_packages_with_the_mirrors_index_settings_and_a_cache_it_removes(settings):
+    s = settings.model_copy(update={"pip_index_url": "https://pypi.internal/simple", "pip_no_index": False,
+                                    "pip_find_links": ["http://10.0.0.1:8080/"], "pip_trusted_hosts": ["10.0.0.1"]})
+    env = vllm.env_dir(s)
+    steps = ops.install_command(s).split(" && ")
+    assert steps[:3] == [f"rm -rf {env}", f"mkdir -p {vllm.envs_dir(s)}", f"python3 -m venv {env}"]
+    # pip (reading /etc/pip.conf, the mirrors component's) installs only the pinned uv
+    assert steps[3] == f"{env}/bin/python3 -m pip install -q --no-cache-dir --disable-pip-version-check uv==0.13.9"
+    # uv reads no pip.conf: the same index settings are its arguments
+    assert steps[4:] == [
+        f"rm -rf {env}.uv-cache",
+        f"{env}/bin/uv pip install -q --python {env}/bin/python3 --compile-bytecode --cache-dir {env}.uv-cache "
+        "--index-url https://pypi.internal/simple --find-links http://10.0.0.1:8080/ --allow-insecure-host 10.0.0.1 "
+        "vllm==0.19.1",
+        f"rm -rf {env}.uv-cache"]
+
+
+def test_uv_keeps_the_packages_to_remove_out_of_its_resolution(settings):
+    s = settings.model_copy(update={"pip_no_index": True, "vllm_pip_remove": ["torchvision", "triton"]})
+    env = vllm.env_dir(s)
+    assert ops.install_command(s).split(" && ")[4:] == [
+        f"rm -rf {env}.uv-cache",
+        f"printf '%s\\n' torchvision triton > {env}.uv-excludes",
+        f"{env}/bin/uv pip install -q --python {env}/bin/python3 --compile-bytecode --cache-dir {env}.uv-cache "
+        f"--no-index --excludes {env}.uv-excludes vllm==0.19.1",
+        f"rm -rf {env}.uv-cache {env}.uv-excludes"]
+
+
+def test_without_an_installer_pip_installs_the_packages_and_the_removals_follow(settings):
+    s = settings.model_copy(update={"vllm_installer": None, "pip_no_index": True,
+                                    "vllm_pip_remove": ["torchvision"]})
+    env = vllm.env_dir(s)
+    assert ops.install_command(s).split(" && ")[3:] == [
+        f"{env}/bin/python3 -m pip install -q --no-cache-dir --disable-pip-version-check vllm==0.19.1",
+        f"{env}/bin/python3 -m pip uninstall -y -q torchvision"]
+
+
+def test_a_port_held_by_another_process_stops_the_host_before_any_operation_and_names_the_holder(
+        settings, monkeypatch):
+    squatter = {"pid": 4242, "command": "nginx", "unit": "nginx.service"}
+    with pytest.raises(ops.OperationValueError) as exc:
+        planned(settings, monkeypatch, VllmState=active(settings, model_target=None),
+                PortHolders={str(settings.vllm_port): [squatter]})
+    assert str(exc.value) == (f"host gpu-1: vllm_port = {settings.vllm_port} is held on the host by nginx (pid 4242, "
+                              "unit nginx.service), not by vllm.service: the server could not listen on it (fix: "
+                              "stop or move that process, or set vllm_port to a free port); nothing was changed")
+
+
+@pytest.mark.parametrize("holders", [{}, "own"])
+def test_a_free_port_or_one_the_running_server_holds_is_no_problem(settings, monkeypatch, holders):
+    holders = {str(settings.vllm_port): [SERVER]} if holders == "own" else holders
+    calls, _ = planned(settings, monkeypatch, VllmState=active(settings, model_target=None), PortHolders=holders)
+    assert calls[-1] == RESTART

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from llmfleet.errors import LabError
-from llmfleet.lab import images, services
+from llmfleet.lab import cgroup, images, services
 from llmfleet.lab.config import LabNet, LabPaths
 from llmfleet.lab.lifecycle import write_ssh_files
 from llmfleet.lab.state import Host, LabState, Proc
@@ -131,3 +131,46 @@ def test_state_roundtrip(tmp_path):
     state.save(paths)
     assert LabState.load(paths) == state
     assert Path(paths.state_file).stat().st_mode & 0o777 in (0o644, 0o600)
+
+
+def test_the_vm_supervisor_raises_its_process_and_its_sessions_autogroup_above_the_rest():
+    """In a session of its own (an autogroup's nice is its whole session's): what the lab's VM
+    supervisor sets before it starts qemu, read back from /proc by the process it starts."""
+    import os
+    import subprocess
+    import sys
+
+    from llmfleet.lab.supervise import VM_NICE
+
+    code = ("import json, subprocess, sys; from llmfleet.lab.supervise import prioritise;"
+            "missed = prioritise(int(sys.argv[1]));"
+            "out = subprocess.run(['sh', '-c', 'cat /proc/$$/autogroup; cut -d\" \" -f19 /proc/$$/stat'],"
+            " capture_output=True, text=True).stdout; print(json.dumps(missed)); print(out)")
+    p = subprocess.run([sys.executable, "-c", code, str(VM_NICE)], capture_output=True, text=True,
+                       start_new_session=True, check=True)
+    missed, autogroup, nice = p.stdout.splitlines()[:3]
+    if os.geteuid() != 0:
+        assert "Permission denied" in missed  # an unprivileged user may not raise a priority, and is told
+        return
+    assert missed == "[]", p.stdout
+    assert autogroup.endswith(f"nice {VM_NICE}") and int(nice) == VM_NICE, p.stdout
+    assert VM_NICE < 0
+
+
+HYBRID = """\
+25 30 0:22 / /sys/fs/cgroup ro,nosuid,nodev,noexec shared:9 - tmpfs tmpfs ro,mode=755
+26 25 0:23 / /sys/fs/cgroup/unified rw,nosuid,nodev,noexec,relatime shared:10 - cgroup2 cgroup2 rw,nsdelegate
+27 25 0:24 / /sys/fs/cgroup/systemd rw,nosuid,nodev,noexec,relatime shared:11 - cgroup cgroup rw,xattr,name=systemd
+30 25 0:27 / /sys/fs/cgroup/memory rw,nosuid,nodev,noexec,relatime shared:14 - cgroup cgroup rw,memory
+"""
+UNIFIED = "31 23 0:26 / /sys/fs/cgroup rw,nosuid,nodev,noexec,relatime shared:9 - cgroup2 cgroup2 rw,nsdelegate\n"
+
+
+@pytest.mark.parametrize("mountinfo, expected", [
+    (HYBRID, ["/sys/fs/cgroup/unified", "/sys/fs/cgroup/systemd"]),
+    (UNIFIED, ["/sys/fs/cgroup"]),
+    ("22 1 0:5 / /proc rw - proc proc rw\n", []),
+])
+def test_a_container_gets_a_cgroup_in_the_hierarchies_systemd_tracks_and_not_in_the_controllers(
+        mountinfo, expected):
+    assert [str(p) for p in cgroup.tracking_mounts(mountinfo)] == expected

@@ -7,6 +7,7 @@ loaded NVIDIA module, the API key file) read made-up files."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -171,3 +172,19 @@ def test_the_api_probe_uses_the_key_and_never_prints_it(tmp_path):
     assert "s3cret-abc" not in proc.stdout + proc.stderr
     out = json.loads(proc.stdout)
     assert out["key_set"] is True and out["health"] is None
+
+
+def test_the_port_reader_names_the_process_listening_and_leaves_free_ports_out():
+    import socket
+
+    with socket.socket() as listening, socket.socket() as free:
+        listening.bind(("127.0.0.1", 0))
+        listening.listen()
+        free.bind(("127.0.0.1", 0))  # bound, not listening
+        port, other = listening.getsockname()[1], free.getsockname()[1]
+        proc = subprocess.run(["sh", "-c", python_script("port_holders", str(port), str(other))],
+                              capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    held = json.loads(proc.stdout)
+    me = Path("/proc/self/comm").read_text().strip()
+    assert list(held) == [str(port)] and [(h["pid"], h["command"]) for h in held[str(port)]] == [(os.getpid(), me)]

@@ -72,6 +72,8 @@ def test_missing_default_is_reported():
     ("reboot_max_unavailable", 0, "reboot_max_unavailable = 0", "greater than 0"),
     ("reboot_stop_units", ["vllm"], "reboot_stop_units.0 = 'vllm'", "systemd unit"),
     ("service_user", "Root User", "service_user = 'Root User'", "user name"),
+    ("vllm_installer", "uv", "vllm_installer = 'uv'", "uv, pinned, like uv==0.13.9"),
+    ("vllm_installer", "pip==24.0", "vllm_installer = 'pip==24.0'", "uv, pinned"),
 ])
 def test_invalid_values_are_named(key, value, shown, fragment):
     with pytest.raises(SettingsError) as exc:
