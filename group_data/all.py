@@ -347,6 +347,38 @@ vllm_host = "0.0.0.0"
 # Before a restart or first start, a host where another process (not vllm.service) listens on
 # vllm_port is refused with the port and the holder, before anything on it changes.
 vllm_port = 8000
+# Serving layout: the vLLM instances of a host, each a unit of its own (vllm-<name>.service) on its
+# own GPUs, port and NUMA node, behind the host's front door (HAProxy) on vllm_port.
+#   None       one instance on all GPUs: vllm.service on vllm_port, no front door (as before layouts)
+#   "NxM"      N instances of M GPUs each, derived from gpu_profile: groups fully connected in its
+#              nvlink_pairs (on an NVLink profile), each on one NUMA node of its gpu_numa_nodes;
+#              named a, b, c, ... on ports vllm_layout_first_port, +1, ...
+#   [{...}]    instances by hand: {"name": "a", "gpus": [0, 1], "port": 8001} with optional
+#              "pipeline_parallel_size" (default 1: tensor-parallel size = len(gpus)) and "cpus"
+#              (a CPU list to bind to instead of the GPUs' NUMA node; a host without GPUs, the lab)
+# GPU indexes are nvidia-smi's (CUDA_DEVICE_ORDER=PCI_BUS_ID). With a layout the layout sets
+# --tensor-parallel-size and --pipeline-parallel-size: leave them out of vllm_flags (None).
+# Checked before any host is touched: GPU sets disjoint and within the profile, sizes that divide
+# the model's attention heads, NVLink groups, NUMA nodes, every port unique. See the README
+# ("Choosing a layout") and `llmfleet layout INVENTORY` for what a choice resolves to.
+vllm_layout = None
+vllm_layout_first_port = 8001
+# A group of GPUs on more than one NUMA node is refused unless this says so: its all-reduce then
+# crosses the CPU interconnect, and it cannot be bound to one node (it is bound to all of them).
+vllm_layout_numa_span = False
+# The front door (HAProxy, with a layout only): its own Prometheus metrics at /metrics on this port
+vllm_frontdoor_metrics_port = 8404
+# health check of each instance (GET /health): every this many ms; down after 3 failures, up after 2
+# (HAProxy's defaults: inter 2000, fall 3, rise 2; ../shared/facts/gpu-generations.md section 5)
+vllm_frontdoor_check_interval_ms = 2000
+# HAProxy's client and server inactivity timeouts: a non-streamed completion sends nothing until it
+# is done, so this is at least the longest generation (section 5: `timeout server`)
+vllm_frontdoor_timeout_s = 900
+# In a roll, how long a drained instance's requests may take to finish before it is restarted anyway
+vllm_drain_timeout_s = 120
+# Ports other services on the host listen on (the monitoring's exporters): no vLLM instance, front
+# door or its metrics may take one
+host_service_ports = {"node_exporter": 9100, "prometheus": 9090}
 # Every vLLM option, as {name: value}: True -> --name, False -> --no-name, None -> left out.
 # --model, --served-model-name, --host, --port and --api-key come from the settings above.
 # Checked before any restart against the pinned version's known traps (llmfleet/compat.py:

@@ -190,7 +190,10 @@ def precision_problems(settings: Settings, profile: GpuProfile) -> list[str]:
 
 def parallelism_problems(settings: Settings, profile: GpuProfile) -> list[str]:
     """Tensor parallelism against the profile's GPU count and the model's attention heads. A size that
-    is not a positive whole number is the option check's (llmfleet/vllm_service.py)."""
+    is not a positive whole number is the option check's (llmfleet/vllm_service.py). A serving layout
+    sizes each instance itself: llmfleet/layout.py checks those."""
+    if settings.vllm_layout is not None:
+        return []
     tp = flags(settings).get("tensor-parallel-size", 1)
     if not isinstance(tp, int) or isinstance(tp, bool) or tp < 1:
         return []

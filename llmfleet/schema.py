@@ -185,6 +185,30 @@ class VllmModel(BaseModel):
     num_attention_heads: PositiveInt
 
 
+Port = Annotated[int, Field(ge=1, le=65535, strict=True)]
+
+
+class VllmInstance(BaseModel):
+    """One vLLM instance of a serving layout (group data `vllm_layout`, documented there)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    name: Annotated[str, _pattern(r"[a-z0-9][a-z0-9-]{0,30}", "an instance name (a-z 0-9 -, up to 31)")]
+    gpus: list[Annotated[int, Field(ge=0, strict=True)]]
+    port: Port
+    pipeline_parallel_size: PositiveInt = 1
+    # CPUs to bind to, in the kernel's list syntax ("0-7,16"); None: the CPUs of its GPUs' NUMA node
+    cpus: Annotated[str, _pattern(r"[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*", "a CPU list like 0-7,16")] | None = None
+
+    @property
+    def unit_name(self) -> str:
+        return f"vllm-{self.name}.service"
+
+    @property
+    def tensor_parallel_size(self) -> int:
+        """Its GPUs over its pipeline stages (1 for an instance without GPUs)."""
+        return max(1, len(self.gpus) // self.pipeline_parallel_size)
+
+
 class VllmAlerts(BaseModel):
     """Alert thresholds of the monitoring hand-off."""
 
@@ -256,7 +280,16 @@ class Settings(BaseModel):
     vllm_model: VllmModel | None
     vllm_served_model_name: Annotated[str, _pattern(r"[A-Za-z0-9._/-]+", "a model name (letters, digits, . _ / -)")]
     vllm_host: Annotated[str, _pattern(r"[0-9a-fA-F.:]+", "an IP address to listen on (0.0.0.0: all)")]
-    vllm_port: Annotated[int, Field(ge=1, le=65535, strict=True)]
+    vllm_port: Port
+    vllm_layout: Annotated[str, _pattern(r"[1-9][0-9]*x[1-9][0-9]*", "a shorthand like '4x2' (instances x GPUs)")] \
+        | Annotated[list[VllmInstance], Field(min_length=1)] | None
+    vllm_layout_first_port: Port
+    vllm_layout_numa_span: StrictBool
+    vllm_frontdoor_metrics_port: Port
+    vllm_frontdoor_check_interval_ms: Annotated[int, Field(ge=100, le=60000, strict=True)]
+    vllm_frontdoor_timeout_s: PositiveInt
+    vllm_drain_timeout_s: PositiveInt
+    host_service_ports: dict[Annotated[str, _pattern(r"[a-z0-9_-]+", "a service name (a-z 0-9 _ -)")], Port]
     vllm_flags: dict[FlagName, FlagValue]
     vllm_env: dict[EnvName, EnvValue]
     vllm_api_key_file: AbsPath | None
