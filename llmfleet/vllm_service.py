@@ -19,13 +19,16 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from llmfleet import compat
 
 if TYPE_CHECKING:
-    from llmfleet.schema import Settings, VllmModel
+    from llmfleet.layout import Binding
+    from llmfleet.schema import Settings, VllmInstance, VllmModel
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates" / "vllm"
 UNIT_NAME = "vllm.service"
 UNIT_PATH = f"/etc/systemd/system/{UNIT_NAME}"
 CONF_DIR = "/etc/llmfleet/vllm"
 API_KEY_FILE = f"{CONF_DIR}/api-key.env"  # root:root 0600, read by systemd (EnvironmentFile)
+# an instance of a serving layout listens on the host only: clients reach it through the front door
+INSTANCE_HOST = "127.0.0.1"
 STATE_DIR_NAME = "vllm"  # /var/lib/vllm (StateDirectory), /var/cache/vllm (CacheDirectory)
 # flags llmfleet renders from their own settings; in vllm_flags they would be given twice
 RESERVED_FLAGS = {"model": "vllm_model", "served-model-name": "vllm_served_model_name", "host": "vllm_host",
@@ -96,15 +99,42 @@ def model_link(settings: Settings) -> str:
     return f"{model_root(settings)}/current"
 
 
-def server_args(settings: Settings) -> list[str]:
-    """The server's whole argument list after `python -m vllm.entrypoints.openai.api_server`."""
-    return ["--model", model_link(settings), "--served-model-name", settings.vllm_served_model_name,
-            "--host", settings.vllm_host, "--port", str(settings.vllm_port), *flag_args(settings)]
+def unit_name(instance: VllmInstance | None = None) -> str:
+    """vllm.service without a layout; vllm-<name>.service for an instance of one."""
+    return instance.unit_name if instance is not None else UNIT_NAME
 
 
-def command(settings: Settings) -> list[str]:
+def unit_path(instance: VllmInstance | None = None) -> str:
+    return f"/etc/systemd/system/{unit_name(instance)}"
+
+
+def server_args(settings: Settings, instance: VllmInstance | None = None) -> list[str]:
+    """The server's whole argument list after `python -m vllm.entrypoints.openai.api_server`; for an
+    instance of a layout, its own port on the host only and its parallel sizes."""
+    if instance is None:
+        where = ["--host", settings.vllm_host, "--port", str(settings.vllm_port)]
+    else:
+        where = ["--host", INSTANCE_HOST, "--port", str(instance.port),
+                 "--tensor-parallel-size", str(instance.tensor_parallel_size)]
+        if instance.pipeline_parallel_size > 1:
+            where += ["--pipeline-parallel-size", str(instance.pipeline_parallel_size)]
+    return ["--model", model_link(settings), "--served-model-name", settings.vllm_served_model_name, *where,
+            *flag_args(settings)]
+
+
+def command(settings: Settings, instance: VllmInstance | None = None) -> list[str]:
     # `python -m ...api_server` works for every vLLM build (the CPU build's `vllm` script does not)
-    return [f"{env_dir(settings)}/bin/python3", "-m", "vllm.entrypoints.openai.api_server", *server_args(settings)]
+    return [f"{env_dir(settings)}/bin/python3", "-m", "vllm.entrypoints.openai.api_server",
+            *server_args(settings, instance)]
+
+
+def instance_env(settings: Settings, instance: VllmInstance | None) -> dict[str, str]:
+    """The unit's environment: vllm_env, and for an instance on GPUs the GPUs it may see, numbered
+    as nvidia-smi numbers them (CUDA_DEVICE_ORDER=PCI_BUS_ID; CUDA's own order is fastest first)."""
+    env = dict(settings.vllm_env)
+    if instance is not None and instance.gpus:
+        env |= {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": ",".join(str(g) for g in instance.gpus)}
+    return env
 
 
 _SAFE = re.compile(r"^[A-Za-z0-9_@%+=:,./-]+$")
@@ -118,14 +148,19 @@ def systemd_quote(word: str) -> str:
     return '"' + word.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def render_unit(settings: Settings, gpu: bool) -> str:
+def render_unit(settings: Settings, gpu: bool, instance: VllmInstance | None = None,
+                binding: Binding | None = None) -> str:
+    """The unit: vllm.service without a layout, or one instance's, bound to its CPUs and memory
+    nodes through systemd's own properties (CPUAffinity=, NUMAPolicy=bind, NUMAMask=)."""
     env = Environment(loader=FileSystemLoader(str(TEMPLATES)), undefined=StrictUndefined, keep_trailing_newline=True,
                       trim_blocks=True, lstrip_blocks=True)
     env.filters["systemd_quote"] = systemd_quote
     return env.get_template(UNIT_NAME + ".j2").render(
         served_model_name=settings.vllm_served_model_name, vllm_version=settings.vllm_version, gpu=gpu,
-        user=settings.service_user, env=dict(settings.vllm_env), api_key_file=API_KEY_FILE if
-        settings.vllm_api_key_file else None, exec_start=" ".join(systemd_quote(w) for w in command(settings)),
+        instance=instance, binding=binding,
+        user=settings.service_user, env=instance_env(settings, instance), api_key_file=API_KEY_FILE if
+        settings.vllm_api_key_file else None,
+        exec_start=" ".join(systemd_quote(w) for w in command(settings, instance)),
         start_timeout_s=settings.vllm_ready_timeout_s, limits_nofile=settings.limits_nofile,
         limits_memlock="infinity" if settings.limits_memlock == "unlimited" else settings.limits_memlock,
         start_limit_burst=settings.vllm_start_limit_burst, start_limit_interval_s=settings.vllm_start_limit_interval_s,

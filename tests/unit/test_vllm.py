@@ -65,6 +65,48 @@ def test_unit_is_hardened_and_holds_no_secret(tmp_path):
     assert vllm_service.api_key_env(s) == "VLLM_API_KEY=sk-very-secret\n"
 
 
+def test_an_instance_unit_has_its_gpus_port_sizes_and_numa_binding_and_all_the_single_unit_has(tmp_path):
+    from llmfleet import layout
+
+    key = tmp_path / "key"
+    key.write_text("sk-very-secret\n")
+    key.chmod(0o600)
+    s = settings(vllm_layout="4x2", vllm_api_key_file=str(key), vllm_model=MODEL | {"torch_dtype": "float16"},
+                 vllm_flags={"dtype": "half", "max-model-len": 8192})
+    c = layout.instances(s)[2]
+    bound = layout.binding(c, s.gpu_profiles[s.gpu_profile], {0: "0-19,40-59", 1: "20-39,60-79"})
+    unit = vllm_service.render_unit(s, gpu=True, instance=c, binding=bound)
+    assert vllm_service.unit_path(c) == "/etc/systemd/system/vllm-c.service"
+    assert "Description=vLLM OpenAI API server (default, vLLM 0.19.1), instance c on port 8003\n" in unit
+    for line in ("Environment=CUDA_DEVICE_ORDER=PCI_BUS_ID", "Environment=CUDA_VISIBLE_DEVICES=4,5",
+                 "CPUAffinity=20-39,60-79", "NUMAPolicy=bind", "NUMAMask=1"):
+        assert line + "\n" in unit, line
+    args = vllm_service.server_args(s, c)
+    assert args[4:10] == ["--host", "127.0.0.1", "--port", "8003", "--tensor-parallel-size", "2"]
+    assert "--pipeline-parallel-size" not in args
+    assert "ExecStart=" + " ".join(vllm_service.command(s, c)) + "\n" in unit
+    # everything the single unit has: hardening, limits, key file, restart policy
+    single = vllm_service.render_unit(s, gpu=True)
+    kept = [ln for ln in single.splitlines() if not ln.startswith(("Description=", "ExecStart="))]
+    assert [ln for ln in kept if ln not in unit.splitlines()] == []
+    assert "sk-very-secret" not in unit and f"EnvironmentFile={vllm_service.API_KEY_FILE}\n" in unit
+    # the single unit is not bound and sees every GPU
+    assert "CPUAffinity" not in single and "CUDA_VISIBLE_DEVICES" not in single
+
+
+def test_an_instance_with_pipeline_stages_and_one_without_a_known_numa_node():
+    from llmfleet import layout
+
+    s = settings(gpu_profile="v100_pcie_32gb_x8", vllm_model=MODEL | {"torch_dtype": "float16"},
+                 vllm_flags={"dtype": "half"},
+                 vllm_layout=[{"name": "big", "gpus": [0, 1, 2, 3], "port": 8001, "pipeline_parallel_size": 2}])
+    big = layout.instances(s)[0]
+    assert vllm_service.server_args(s, big)[8:12] == ["--tensor-parallel-size", "2", "--pipeline-parallel-size", "2"]
+    unit = vllm_service.render_unit(s, gpu=True, instance=big, binding=None)
+    assert "# not bound: the GPU profile does not say which NUMA node its GPUs are on" in unit
+    assert "CPUAffinity" not in unit
+
+
 def test_systemd_quoting():
     assert vllm_service.systemd_quote("--max-model-len") == "--max-model-len"
     assert vllm_service.systemd_quote('{"a": 1}') == '"{\\"a\\": 1}"'
