@@ -151,6 +151,52 @@ def monitoring_cmd(inventory: str, out_dir: str) -> None:
         console.print(f"wrote {out / name}")
 
 
+@main.command("layout")
+@click.argument("inventory")
+@click.option("--limit", multiple=True, help="Only these hosts or groups (repeatable).")
+@click.option("--data", multiple=True, help="Override a setting for every host, as pyinfra's --data (repeatable), "
+              "e.g. --data vllm_layout=4x2 to try a layout before writing it into group data.")
+def layout_cmd(inventory: str, limit: tuple[str, ...], data: tuple[str, ...]) -> None:
+    """What each serving host's layout resolves to (instances, GPUs, parallel sizes, NUMA nodes,
+    ports), checked as the deploy checks it, without touching any host. Exit 1: a host's data is
+    refused (each problem with its fix)."""
+    from llmfleet import layout
+    from llmfleet.inventory import read as read_inventory
+    from llmfleet.settings import SettingsError, validate
+
+    refused = []
+    wide = Console(width=max(console.width, 140))
+    for h in read_inventory(inventory, data=list(data) or None, limit=list(limit) or None):
+        try:
+            settings = validate(h["name"], h["data"])
+        except SettingsError as exc:
+            refused.append(str(exc))
+            continue
+        if not settings.vllm_enabled:
+            continue
+        profile = settings.gpu_profiles.get(settings.gpu_profile) if settings.gpu_profile else None
+        instances = layout.instances(settings)
+        if instances is None:
+            tp = settings.vllm_flags.get("tensor-parallel-size", 1)
+            wide.print(f"{h['name']}: no layout: vllm.service on port {settings.vllm_port}, all "
+                       f"{profile.count if profile else 0} GPUs, tensor-parallel size {tp}", highlight=False)
+            continue
+        table = Table(title=f"{h['name']}: vllm_layout = {settings.vllm_layout!r}, front door on port "
+                            f"{settings.vllm_port} (metrics {settings.vllm_frontdoor_metrics_port})")
+        for col in ("instance", "unit", "port", "GPUs", "TP x PP", "NUMA node", "memory per instance"):
+            table.add_column(col)
+        for inst in instances:
+            nodes = layout.numa_nodes_of(profile, inst.gpus)
+            memory = f"{len(inst.gpus) * profile.memory_mib / 1024:.0f} GiB" if profile else "-"
+            table.add_row(inst.name, inst.unit_name, str(inst.port), ",".join(map(str, inst.gpus)) or "-",
+                          f"{inst.tensor_parallel_size} x {inst.pipeline_parallel_size}",
+                          ",".join(map(str, nodes)) or (f"CPUs {inst.cpus}" if inst.cpus else "not known"), memory)
+        wide.print(table)
+    for problem in refused:
+        err.print(f"[bold red]refused:[/] {problem}", highlight=False, markup=True, soft_wrap=True)
+    sys.exit(1 if refused else 0)
+
+
 # --- llmfleet probe ------------------------------------------------------------------------------
 # The options by topic: each topic is click's decorators composed once (_options), handing the
 # command one object of that topic's values. Values are checked by click's types (exit 2 with

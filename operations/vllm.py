@@ -474,6 +474,14 @@ def serve(settings: Settings, gpu: bool):
             systemd.service(name="vllm: stopped and disabled (vllm_enabled is False)", service=vllm.UNIT_NAME,
                             running=False, enabled=False)
         return
+    if settings.vllm_layout is not None:
+        # llmfleet/layout.py checks and derives layouts, and the units and the front door render
+        # (llmfleet layout shows them), but nothing here deploys them yet: refused, not ignored
+        raise OperationValueError(
+            f"host {host.name}: vllm_layout = {settings.vllm_layout!r}: this version of llmfleet checks a layout "
+            "and shows what it resolves to (`llmfleet layout INVENTORY`), but does not deploy one yet: the "
+            "instances' units, the front door and the roll that drains one instance at a time are still to come "
+            "(fix: vllm_layout = None, and the host keeps serving vllm.service); nothing was changed")
     state = host.get_fact(VllmState, paths=_paths(settings))
     if not state["model_ready"] and urlparse(vllm.model(settings).source).scheme == "file":
         local_model_files(settings)  # a wrong pin or a damaged model stops the deploy before any change

@@ -249,6 +249,16 @@ RESTART = ("vllm: restart on what is staged, in batches of vllm_max_unavailable,
 START = "vllm: start on what is staged, at once on every host that does not serve now"
 
 
+def test_a_layout_is_refused_before_any_fact_or_change_while_the_deploy_cannot_serve_one(settings, monkeypatch):
+    from pyinfra.api import OperationValueError
+
+    laid_out = settings.model_copy(update={"vllm_layout": "4x2"})
+    with pytest.raises(OperationValueError) as exc:
+        planned(laid_out, monkeypatch, VllmState=None)  # no fact is read: None would fail on use
+    assert str(exc.value).startswith("host gpu-1: vllm_layout = '4x2': this version of llmfleet checks a layout")
+    assert "(fix: vllm_layout = None, and the host keeps serving vllm.service); nothing was changed" in str(exc.value)
+
+
 def test_a_deployed_host_plans_nothing_and_says_why(settings, monkeypatch):
     calls, fake = planned(settings, monkeypatch)
     assert calls == [] and fake.noops == ["vllm: unit, environment and its packages, model and key as deployed; "
