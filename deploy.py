@@ -14,6 +14,7 @@ from operations import (
                         chrony,
                         cpu_governor,
                         cuda_toolkit,
+                        frontdoor,
                         gpu_clocks,
                         kernel_cmdline,
                         limits,
@@ -51,3 +52,6 @@ reboot.reboot_if_needed(settings, also=driver_reboot)
 
 # the service: rolled out in batches, each host ready before the next
 vllm.serve(settings, gpu=nvidia_driver.skip_reason(settings, "vllm") is None)
+# with a serving layout, its one endpoint on vllm_port (after vllm: a host moving to a layout has
+# just stopped vllm.service, whose port it takes)
+frontdoor.configure(settings)

@@ -99,6 +99,25 @@ class VllmState(FactBase[dict]):
         return json.loads("\n".join(output))
 
 
+class NumaNodes(FactBase[dict]):
+    """The host's NUMA nodes and their CPUs: {node: "cpulist"} from
+    /sys/devices/system/node/node<N>/cpulist; a kernel without NUMA support (no such folder) has
+    one node, 0, with every online CPU."""
+
+    def command(self) -> str:
+        return ("if ls -d /sys/devices/system/node/node[0-9]* >/dev/null 2>&1; then "
+                "for d in /sys/devices/system/node/node[0-9]*; do echo \"${d##*/node} $(cat \"$d/cpulist\")\"; done; "
+                "else echo \"0 $(cat /sys/devices/system/cpu/online)\"; fi")
+
+    def process(self, output) -> dict:
+        nodes = {}
+        for line in output:
+            node, _, cpus = line.strip().partition(" ")
+            if node.isdigit():
+                nodes[int(node)] = cpus.strip()
+        return nodes
+
+
 class PortHolders(FactBase[dict]):
     """The processes listening on TCP ports (llmfleet/remote/port_holders.py; needs root to see
     every process): {"<port>": [{"pid", "command", "unit"}]}, a port nobody listens on left out."""

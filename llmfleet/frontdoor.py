@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates" / "frontdoor"
 CONFIG_PATH = "/etc/haproxy/haproxy.cfg"  # the Debian package's own, read by haproxy.service
-SERVICE = "haproxy.service"
+SERVICE = layout.FRONTDOOR_UNIT
 PACKAGE = "haproxy"
 ADMIN_SOCKET = "/run/haproxy/admin.sock"  # Debian's default runtime API socket
 BACKEND = "vllm_instances"

@@ -16,14 +16,15 @@ from __future__ import annotations
 
 import itertools
 import string
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from llmfleet.schema import VllmInstance
+from llmfleet.vllm_service import UNIT_NAME, Binding
 
 if TYPE_CHECKING:
     from llmfleet.schema import GpuProfile, Settings
 
+FRONTDOOR_UNIT = "haproxy.service"  # the distribution's HAProxy unit (llmfleet/frontdoor.py)
 # vLLM options the layout sets per instance: given in vllm_flags too, they would contradict it
 LAYOUT_FLAGS = ("tensor-parallel-size", "pipeline-parallel-size")
 
@@ -248,14 +249,6 @@ def problems(settings: Settings) -> list[str]:
     return out
 
 
-@dataclass(frozen=True)
-class Binding:
-    """Where an instance's unit runs: CPUAffinity= and NUMAMask= (with NUMAPolicy=bind)."""
-
-    cpus: str
-    nodes: str
-
-
 def binding(inst: VllmInstance, profile: GpuProfile | None, node_cpus: dict[int, str]) -> Binding | None:
     """An instance's CPUs and memory nodes on a host whose NUMA nodes have these CPU lists
     (/sys/devices/system/node/node<N>/cpulist, fact NumaNodes): its own `cpus` and their nodes,
@@ -284,3 +277,33 @@ def binding_problems(host_name: str, layout: list[VllmInstance], node_cpus: dict
                                 f"CPUs {format_cpulist(missing)} are not on {host_name} (its NUMA nodes hold "
                                 f"{format_cpulist(have) or 'none'})", "CPUs the host has"))
     return out
+
+
+def port_owners(settings: Settings) -> dict[int, tuple[str, set[str]]]:
+    """Each port the deploy is to listen on, with the setting that names it and the units that
+    may hold it: an instance's own unit (its server, restarted by the roll); on vllm_port the
+    front door, or vllm.service, which a move to a layout stops first; without a layout
+    vllm.service. host_service_ports are other services' own, and no concern of the deploy's."""
+    layout = instances(settings)
+    if layout is None:
+        return {settings.vllm_port: ("vllm_port", {UNIT_NAME})}
+    owners = {i.port: (f"the port of vllm_layout instance {i.name}", {i.unit_name}) for i in layout}
+    owners[settings.vllm_port] = ("vllm_port", {FRONTDOOR_UNIT, UNIT_NAME})
+    owners[settings.vllm_frontdoor_metrics_port] = ("vllm_frontdoor_metrics_port", {FRONTDOOR_UNIT})
+    return owners
+
+
+def held_port_problems(settings: Settings, holders: dict) -> list[str]:
+    """The ports the deploy is to listen on that another process holds on the host (the design
+    notes' pre-launch checklist: a port taken before the start fails the start, after the roll
+    has changed the host). `holders` is the PortHolders fact: {"<port>": [{"pid", "command", "unit"}]}."""
+    problems = []
+    for port, (setting, units) in sorted(port_owners(settings).items()):
+        others = [h for h in holders.get(str(port), []) if h.get("unit") not in units]
+        if others:
+            who = ", ".join(f"{h.get('command') or '?'} (pid {h['pid']}, unit {h.get('unit') or 'none'})"
+                            for h in others)
+            problems.append(f"{setting} = {port} is held on the host by {who}, not by {' or '.join(sorted(units))}: "
+                            f"the server could not listen on it (fix: stop or move that process, or set {setting} "
+                            "to a free port)")
+    return problems

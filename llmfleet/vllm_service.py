@@ -11,6 +11,7 @@ import difflib
 import hashlib
 import json
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -19,7 +20,6 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from llmfleet import compat
 
 if TYPE_CHECKING:
-    from llmfleet.layout import Binding
     from llmfleet.schema import Settings, VllmInstance, VllmModel
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates" / "vllm"
@@ -99,6 +99,15 @@ def model_link(settings: Settings) -> str:
     return f"{model_root(settings)}/current"
 
 
+@dataclass(frozen=True)
+class Binding:
+    """Where an instance's unit runs: CPUAffinity= and NUMAMask= (with NUMAPolicy=bind);
+    llmfleet/layout.py's `binding` works it out from the host's NUMA nodes."""
+
+    cpus: str
+    nodes: str
+
+
 def unit_name(instance: VllmInstance | None = None) -> str:
     """vllm.service without a layout; vllm-<name>.service for an instance of one."""
     return instance.unit_name if instance is not None else UNIT_NAME
@@ -165,23 +174,6 @@ def render_unit(settings: Settings, gpu: bool, instance: VllmInstance | None = N
         limits_memlock="infinity" if settings.limits_memlock == "unlimited" else settings.limits_memlock,
         start_limit_burst=settings.vllm_start_limit_burst, start_limit_interval_s=settings.vllm_start_limit_interval_s,
         state_dir=f"/var/lib/{STATE_DIR_NAME}", state_dir_name=STATE_DIR_NAME)
-
-
-def port_problems(settings: Settings, holders: dict) -> list[str]:
-    """The ports the service is to listen on that another process holds on the host (the design
-    notes' pre-launch checklist: a port taken before the start fails the start, after the roll
-    has changed the host). `holders` is the PortHolders fact: {"<port>": [{"pid", "command", "unit"}]};
-    a socket of the service's own unit (its running server, restarted by this deploy) is no problem."""
-    problems = []
-    for port in (settings.vllm_port,):
-        others = [h for h in holders.get(str(port), []) if h.get("unit") != UNIT_NAME]
-        if others:
-            who = ", ".join(f"{h.get('command') or '?'} (pid {h['pid']}, unit {h.get('unit') or 'none'})"
-                            for h in others)
-            problems.append(f"vllm_port = {port} is held on the host by {who}, not by {UNIT_NAME}: the server "
-                            f"could not listen on it (fix: stop or move that process, or set vllm_port to a free "
-                            f"port)")
-    return problems
 
 
 def api_key_env(settings: Settings) -> str | None:

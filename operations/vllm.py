@@ -49,13 +49,15 @@ from pyinfra.api import (
 from pyinfra.facts.files import File
 from pyinfra.operations import files, server, systemd
 
+from llmfleet import frontdoor, layout
 from llmfleet import vllm_service as vllm
-from llmfleet.facts import PortHolders, VllmEnvironment, VllmFlags, VllmState, python_script
+from llmfleet.facts import NumaNodes, PortHolders, VllmEnvironment, VllmFlags, VllmState, python_script
+from llmfleet.gpu import profile_of
+from llmfleet.schema import VllmInstance
 from llmfleet.settings import Settings
 
 MANIFEST = "SHA256SUMS"
 ENV_RECORD = ".llmfleet-packages.json"  # in each environment, by llmfleet/remote/vllm_env_record.py
-STAGED_UNIT = f"{vllm.CONF_DIR}/vllm.service.new"  # staged here, switched by vllm_switch.py
 STAGED_KEY = f"{vllm.API_KEY_FILE}.new"
 SWITCH_RECORD = f"{vllm.CONF_DIR}/last-switch.json"  # what the last switch changed, for the switch-back
 PIP = "-m pip {} -q --no-cache-dir --disable-pip-version-check"
@@ -73,10 +75,14 @@ def _failed_rolls(state) -> list[str]:
                   if name not in _ROLL["finished"] and (greenlet.dead or name in failed_hosts))
 
 
-def _paths(settings: Settings) -> dict:
-    return {"unit": vllm.UNIT_PATH, "key_file": vllm.API_KEY_FILE, "venv_link": settings.vllm_venv,
-            "model_link": vllm.model_link(settings), "env_dir": vllm.env_dir(settings),
-            "model_dir": vllm.model_dir(settings)}
+def _paths(settings: Settings, instances: list[VllmInstance] | None = None) -> dict:
+    paths: dict[str, str | list[str]] = {
+        "unit": vllm.UNIT_PATH, "key_file": vllm.API_KEY_FILE, "venv_link": settings.vllm_venv,
+        "model_link": vllm.model_link(settings), "env_dir": vllm.env_dir(settings),
+        "model_dir": vllm.model_dir(settings)}
+    if instances is not None:
+        paths["units"] = [vllm.unit_path(i) for i in instances]
+    return paths
 
 
 def _sha(text: str | None) -> str | None:
@@ -272,11 +278,18 @@ def flag_problems(settings: Settings, report: dict) -> list[str]:
 _FLAG_ANSWERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
+def checked_args(settings: Settings) -> list[str]:
+    """The arguments the flag check gives the host's parser: the server's, or in a layout its
+    first instance's (the instances differ only in port and parallel sizes)."""
+    instances = layout.instances(settings)
+    return vllm.server_args(settings, instances[0] if instances else None)
+
+
 def shared_flag_report(state, settings: Settings, read) -> dict:
     """The VllmFlags answer for this host's environment and arguments: `read()` on the first host
     that asks in this run, the same answer for the hosts after it."""
     answers = _FLAG_ANSWERS.setdefault(state, {})
-    key = (vllm.env_dir(settings), json.dumps(vllm.server_args(settings)))
+    key = (vllm.env_dir(settings), json.dumps(checked_args(settings)))
     pending = answers.get(key)
     if pending is not None:
         answer = pending.get()
@@ -293,7 +306,7 @@ def shared_flag_report(state, settings: Settings, read) -> dict:
 
 def _flags_checked_now(state, host, settings: Settings) -> bool:
     """At run time, for an environment made or repaired in this deploy."""
-    command = VllmFlags().command(f"{vllm.env_dir(settings)}/bin/python3", vllm.server_args(settings))
+    command = VllmFlags().command(f"{vllm.env_dir(settings)}/bin/python3", checked_args(settings))
     _, out = _run(host, command)
     problems = flag_problems(settings, VllmFlags().process(out.splitlines()))
     for problem in problems:
@@ -308,6 +321,16 @@ def restart_causes(settings: Settings, state: dict, env: dict, unit_text: str) -
     if state["unit_sha256"] != _sha(unit_text):
         causes["unit"] = (f"the unit {vllm.UNIT_PATH} is not the rendered one" if state["unit_sha256"]
                           else f"first start: no unit {vllm.UNIT_PATH}")
+    causes |= shared_causes(settings, state, env)
+    if not causes and (state["active"] != "active" or state["enabled"] != "enabled"):
+        causes["service"] = f"the service is {state['active']}/{state['enabled']}, not active/enabled"
+    return causes
+
+
+def shared_causes(settings: Settings, state: dict, env: dict) -> dict[str, str]:
+    """What differs that every unit of the host uses: the key, the environment and its packages,
+    the model (restart_causes; in a layout, a cause of every instance)."""
+    causes = {}
     if state["key_sha256"] != _sha(vllm.api_key_env(settings)):
         if not settings.vllm_api_key_file:
             causes["key"] = f"the API key file {vllm.API_KEY_FILE} is there, and vllm_api_key_file is None"
@@ -325,9 +348,27 @@ def restart_causes(settings: Settings, state: dict, env: dict, unit_text: str) -
     if env.get("recorded") and (env["added"] or env["removed"] or env["changed"]):
         causes["packages"] = (f"environment {vllm.env_id(settings)} differs from its record: "
                               + "; ".join(env_differences(env)))
-    if not causes and (state["active"] != "active" or state["enabled"] != "enabled"):
-        causes["service"] = f"the service is {state['active']}/{state['enabled']}, not active/enabled"
     return causes
+
+
+def instance_causes(settings: Settings, state: dict, env: dict, unit_texts: dict[str, str]) -> dict[str, dict]:
+    """A layout's instances that need a (re)start, by unit name, each with what differs: its unit,
+    what every instance uses (shared_causes), or its service not active and enabled. The facts
+    VllmState (with "units") and VllmEnvironment in; unit_texts: unit name -> rendered unit."""
+    shared = shared_causes(settings, state, env)
+    out = {}
+    for unit, text in unit_texts.items():
+        now = state["units"].get(unit, {"sha256": None, "active": "inactive", "enabled": "disabled"})
+        causes = {}
+        if now["sha256"] != _sha(text):
+            causes["unit"] = (f"the unit {unit} is not the rendered one" if now["sha256"]
+                              else f"first start: no unit {unit}")
+        causes |= shared
+        if not causes and (now["active"] != "active" or now["enabled"] != "enabled"):
+            causes["service"] = f"{unit} is {now['active']}/{now['enabled']}, not active/enabled"
+        if causes:
+            out[unit] = causes
+    return out
 
 
 def switch_args(settings: Settings, causes: dict) -> list[str]:
@@ -371,11 +412,13 @@ def _put_secret(state, host, content: str, dest: str) -> bool:
     return ok
 
 
-def _ready(host, settings: Settings) -> dict:
-    _, restarts = _run(host, f"systemctl show -p NRestarts --value {vllm.UNIT_NAME}")
+def _ready(host, settings: Settings, instance: VllmInstance | None = None) -> dict:
+    unit = vllm.unit_name(instance)
+    port = instance.port if instance is not None else settings.vllm_port
+    _, restarts = _run(host, f"systemctl show -p NRestarts --value {unit}")
     key = vllm.API_KEY_FILE if settings.vllm_api_key_file else "-"
-    ok, out = _run(host, python_script("vllm_ready", str(settings.vllm_port), settings.vllm_served_model_name,
-                                       str(settings.vllm_ready_timeout_s), restarts.strip() or "0", key))
+    ok, out = _run(host, python_script("vllm_ready", str(port), settings.vllm_served_model_name,
+                                       str(settings.vllm_ready_timeout_s), restarts.strip() or "0", key, unit))
     try:
         return json.loads(out.splitlines()[-1])
     except (ValueError, IndexError):
@@ -425,15 +468,17 @@ def rolled_out(settings: Settings, causes: dict, can_switch_back: bool):
 
 
 @operation(is_idempotent=False)
-def staged_unit(unit_text: str):
+def staged_unit(unit_text: str, unit: str = vllm.UNIT_NAME):
     """
     The rendered unit, staged for the switch.
 
     + unit_text: the rendered unit
+    + unit: its name (vllm.service, or an instance's vllm-<name>.service)
     """
+    staged = f"{vllm.CONF_DIR}/{unit}.new"
     yield StringCommand(f"install -d -m 755 {vllm.CONF_DIR}")
-    yield FileUploadCommand(StringIO(unit_text), STAGED_UNIT)
-    yield StringCommand(f"chmod 644 {STAGED_UNIT}")
+    yield FileUploadCommand(StringIO(unit_text), staged)
+    yield StringCommand(f"chmod 644 {staged}")
 
 
 @operation(is_idempotent=False)
@@ -463,6 +508,33 @@ def staged_link(link: str, target: str):
     yield StringCommand(f"ln -sfn {shlex.quote(target)} {shlex.quote(link + '.new')}")
 
 
+def _ports_checked(settings: Settings) -> None:
+    """Before a start or restart: a port the deploy is to listen on that another process holds
+    stops the host, before anything on it changes."""
+    ports = sorted(layout.port_owners(settings))
+    problems = layout.held_port_problems(settings, host.get_fact(PortHolders, ports=ports))
+    for problem in problems:
+        host.log_styled(f"Error: {problem}", fg="red", log_func=logger.error)
+    if problems:
+        raise OperationValueError(f"host {host.name}: " + "; ".join(problems) + "; nothing was changed")
+
+
+def _flags_checked(settings: Settings, state: dict, causes: dict) -> None:
+    """The environment is there as recorded: its parser checks the flags now, before any change
+    (once for the hosts of one environment: shared_flag_report). After a repair, or in a new
+    environment, they are checked there at run time (_flags_checked_now)."""
+    if not state["env_ready"] or "packages" in causes:
+        return
+    report = shared_flag_report(host.state, settings, lambda: host.get_fact(
+        VllmFlags, python=f"{vllm.env_dir(settings)}/bin/python3", args=checked_args(settings)))
+    problems = flag_problems(settings, report)
+    for problem in problems:  # one line per host, which the audit's dry run reads (config_drift.py)
+        host.log_styled(f"Error: {problem}", fg="red", log_func=logger.error)
+    if problems:
+        raise OperationValueError(f"host {host.name}: " + "; ".join(problems)
+                                  + "; the running service is left as it is")
+
+
 @deploy("vllm")
 def serve(settings: Settings, gpu: bool):
     """Install, configure and (when anything differs) roll out the vLLM service."""
@@ -474,15 +546,8 @@ def serve(settings: Settings, gpu: bool):
             systemd.service(name="vllm: stopped and disabled (vllm_enabled is False)", service=vllm.UNIT_NAME,
                             running=False, enabled=False)
         return
-    if settings.vllm_layout is not None:
-        # llmfleet/layout.py checks and derives layouts, and the units and the front door render
-        # (llmfleet layout shows them), but nothing here deploys them yet: refused, not ignored
-        raise OperationValueError(
-            f"host {host.name}: vllm_layout = {settings.vllm_layout!r}: this version of llmfleet checks a layout "
-            "and shows what it resolves to (`llmfleet layout INVENTORY`), but does not deploy one yet: the "
-            "instances' units, the front door and the roll that drains one instance at a time are still to come "
-            "(fix: vllm_layout = None, and the host keeps serving vllm.service); nothing was changed")
-    state = host.get_fact(VllmState, paths=_paths(settings))
+    instances = layout.instances(settings)
+    state = host.get_fact(VllmState, paths=_paths(settings, instances))
     if not state["model_ready"] and urlparse(vllm.model(settings).source).scheme == "file":
         local_model_files(settings)  # a wrong pin or a damaged model stops the deploy before any change
     env = host.get_fact(VllmEnvironment, env_dir=vllm.env_dir(settings)) if state["env_ready"] else {}
@@ -501,27 +566,16 @@ def serve(settings: Settings, gpu: bool):
     if not state["model_ready"]:
         model_synced(settings)
 
+    if instances is not None:
+        _serve_layout(settings, gpu, state, env, instances)
+        return
     unit_text = vllm.render_unit(settings, gpu)
     causes = restart_causes(settings, state, env, unit_text)
     if not causes:
         host.noop("vllm: unit, environment and its packages, model and key as deployed; service active and enabled")
         return
-    port_problems = vllm.port_problems(settings, host.get_fact(PortHolders, ports=[settings.vllm_port]))
-    for problem in port_problems:
-        host.log_styled(f"Error: {problem}", fg="red", log_func=logger.error)
-    if port_problems:
-        raise OperationValueError(f"host {host.name}: " + "; ".join(port_problems) + "; nothing was changed")
-    if state["env_ready"] and "packages" not in causes:
-        # the environment is there as recorded: its parser checks the flags now, before any change
-        # (once for the hosts of one environment: shared_flag_report)
-        report = shared_flag_report(host.state, settings, lambda: host.get_fact(
-            VllmFlags, python=f"{vllm.env_dir(settings)}/bin/python3", args=vllm.server_args(settings)))
-        problems = flag_problems(settings, report)
-        for problem in problems:  # one line per host, which the audit's dry run reads (config_drift.py)
-            host.log_styled(f"Error: {problem}", fg="red", log_func=logger.error)
-        if problems:
-            raise OperationValueError(f"host {host.name}: " + "; ".join(problems)
-                                      + "; the running service is left as it is")
+    _ports_checked(settings)
+    _flags_checked(settings, state, causes)
     # each difference staged by an operation of its own, named after it (the dry run's plan names
     # an operation once for all hosts, so a name never holds one host's state)
     if "unit" in causes:
@@ -548,3 +602,224 @@ def serve(settings: Settings, gpu: bool):
         rolled_out(name="vllm: restart on what is staged, in batches of vllm_max_unavailable, each ready before the "
                         "next", settings=settings, causes=causes, can_switch_back=can_switch_back,
                    _parallel=settings.vllm_max_unavailable)
+
+
+# ------------------------------------------------------------------------------------------------
+# a serving layout: an instance per unit, behind the host's front door (operations/frontdoor.py)
+# ------------------------------------------------------------------------------------------------
+def unit_texts(settings: Settings, gpu: bool, instances: list[VllmInstance], node_cpus: dict) -> dict[str, str]:
+    """Each instance's rendered unit, by unit name, bound to its NUMA node (fact NumaNodes)."""
+    profile = profile_of(settings)
+    return {i.unit_name: vllm.render_unit(settings, gpu, i, layout.binding(i, profile, node_cpus)) for i in instances}
+
+
+def _serve_layout(settings: Settings, gpu: bool, state: dict, env: dict, instances: list[VllmInstance]) -> None:
+    node_cpus = host.get_fact(NumaNodes)
+    problems = layout.binding_problems(host.name, instances, node_cpus)
+    if problems:
+        raise OperationValueError(f"host {host.name}: " + "; ".join(problems) + "; nothing was changed")
+    texts = unit_texts(settings, gpu, instances, node_cpus)
+    causes = instance_causes(settings, state, env, texts)
+    dropped = [u for u in state["instance_units"] if u not in texts]
+    single = state["unit_sha256"] is not None  # the vllm.service of before the layout
+    if not causes and not dropped and not single:
+        host.noop(f"vllm: the layout's {len(instances)} instances as deployed (units, environment and its packages, "
+                  "model and key); each active and enabled")
+        return
+    if causes:
+        _ports_checked(settings)
+        _flags_checked(settings, state, {k: v for c in causes.values() for k, v in c.items()})
+    for unit, why in causes.items():
+        if "unit" in why:
+            staged_unit(name="vllm: an instance's unit missing or not the rendered one: staged for its restart",
+                        unit_text=texts[unit], unit=unit)
+    shared = shared_causes(settings, state, env)
+    if "key" in shared and settings.vllm_api_key_file:
+        staged_key(name="vllm: API key file not vllm_api_key_file's key: staged for the restart", settings=settings)
+    if "environment" in shared:
+        staged_link(name="vllm: environment link vllm_venv not at this package set's environment: staged for the "
+                         "restart", link=settings.vllm_venv, target=vllm.env_dir(settings))
+    if "model" in shared:
+        staged_link(name="vllm: model link `current` missing or not at vllm_model's version: staged for the restart",
+                    link=vllm.model_link(settings), target=vllm.model_dir(settings))
+    for unit, why in causes.items():
+        host.log_styled(f"vllm: {unit}: restart planned: " + "; ".join(why.values()), fg="blue", log_func=logger.info)
+    if single:
+        host.log_styled(f"vllm: moving to vllm_layout: {vllm.UNIT_NAME} is stopped and removed, then the instances "
+                        "start on its GPUs and the front door takes its port", fg="blue", log_func=logger.info)
+    for unit in dropped:
+        host.log_styled(f"vllm: {unit} is no longer in vllm_layout: drained, stopped and removed", fg="blue",
+                        log_func=logger.info)
+    serving = state["active"] == "active" or any(state["units"].get(u, {}).get("active") == "active" for u in texts)
+    can_switch_back = bool(state["venv_target"] and state["model_target"])
+    if serving and not single:
+        instances_rolled_out(name="vllm: instances restarted one at a time, each drained in the front door first and "
+                                  "back in it when ready; hosts in batches of vllm_max_unavailable",
+                             settings=settings, causes=causes, dropped=dropped, single=single,
+                             can_switch_back=can_switch_back, _parallel=settings.vllm_max_unavailable)
+    else:
+        # nothing serves from these instances now (a first start, or a move from vllm.service, whose
+        # GPUs they take): they start together, and one that does not get ready stops the roll
+        instances_rolled_out(name="vllm: instances started together (nothing serves from them now)",
+                             settings=settings, causes=causes, dropped=dropped, single=single,
+                             can_switch_back=can_switch_back)
+
+
+def layout_switch_args(settings: Settings, causes: dict[str, dict]) -> list[str]:
+    """vllm_switch.py's arguments for a layout: every staged unit and what the instances share,
+    switched at once with no restart (the roll restarts the instances one at a time)."""
+    shared = {k for why in causes.values() for k in why}
+    args = ["switch", "--record", SWITCH_RECORD, "--keep", vllm.CONF_DIR, "--no-restart"]
+    for unit in causes:
+        args += ["--service", unit]
+    for unit, why in causes.items():
+        if "unit" in why:
+            args += ["--unit", f"/etc/systemd/system/{unit}"]
+    if "key" in shared:
+        args += ["--file", vllm.API_KEY_FILE] if settings.vllm_api_key_file else ["--remove", vllm.API_KEY_FILE]
+    if "environment" in shared:
+        args += ["--link", settings.vllm_venv]
+    if "model" in shared:
+        args += ["--link", vllm.model_link(settings)]
+    return args
+
+
+def _admin(host, command: str, name: str, timeout_s: int) -> dict:
+    """frontdoor_admin.py on the host: the instance out of (drain) or into (ready) rotation."""
+    ok, out = _run(host, python_script("frontdoor_admin", command, frontdoor.ADMIN_SOCKET, frontdoor.BACKEND, name,
+                                       str(timeout_s)))
+    try:
+        return json.loads(out.splitlines()[-1])
+    except (ValueError, IndexError):
+        return {"ok": False, "seconds": 0, "why": f"front door command did not run: {out[-300:]}"}
+
+
+def _restart_instance(host, settings: Settings, inst: VllmInstance, drain: bool) -> dict:
+    """One instance: drained in the front door (bounded), restarted, ready (/health and a 1-token
+    completion on its port), back in rotation once the front door has it UP."""
+    if drain:
+        drained = _admin(host, "drain", inst.name, settings.vllm_drain_timeout_s)
+        if not drained["ok"]:
+            return drained
+        note = drained.get("skipped") or drained.get("why") or f"drained in {drained['seconds']}s"
+        host.log_styled(f"vllm: {inst.unit_name}: {note}", fg="blue", log_func=logger.info)
+    ok, out = _run(host, f"systemctl enable -q {inst.unit_name} && systemctl reset-failed {inst.unit_name}; "
+                         f"systemctl restart {inst.unit_name}")
+    if not ok:
+        return {"ok": False, "seconds": 0, "why": f"systemctl restart {inst.unit_name} failed: {out[-300:]}"}
+    ready = _ready(host, settings, inst)
+    if not ready["ok"]:
+        return ready | {"why": f"{inst.unit_name}: {ready['why']}"}
+    back = _admin(host, "ready", inst.name, max(30, settings.vllm_frontdoor_check_interval_ms * 5 // 1000))
+    if not back["ok"]:
+        return back | {"why": f"{inst.unit_name}: ready, but {back['why']}"}
+    host.log_styled(f"vllm: {inst.unit_name}: ready in {ready['seconds']}s, back in the front door", fg="green",
+                    log_func=logger.info)
+    return {"ok": True, "seconds": ready["seconds"], "why": ""}
+
+
+def _start_together(host, settings: Settings, units: list[str], instances: dict[str, VllmInstance]) -> dict:
+    names = " ".join(units)
+    ok, out = _run(host, f"systemctl enable -q {names} && systemctl reset-failed {names}; systemctl restart {names}")
+    if not ok:
+        return {"ok": False, "why": f"systemctl restart {names} failed: {out[-300:]}"}
+    for unit in units:
+        ready = _ready(host, settings, instances[unit])
+        if not ready["ok"]:
+            return ready | {"why": f"{unit}: {ready['why']}"}
+        host.log_styled(f"vllm: {unit}: ready (started {ready['seconds']}s before this check ended)", fg="green",
+                        log_func=logger.info)
+    return {"ok": True, "why": ""}
+
+
+def _roll_layout(state, host, settings: Settings, units: list[str], dropped: list[str], single: bool,
+                 outcome: dict) -> bool:
+    """The layout's units, switched already (no restart): a move from vllm.service stops it first
+    (its GPUs are the instances'), then every instance starts; otherwise, with the front door
+    serving the other instances, one at a time. Dropped instances go last, drained first."""
+    instances = {i.unit_name: i for i in layout.instances(settings) or []}
+    if single:
+        _run(host, f"systemctl stop {vllm.UNIT_NAME}")
+    serving = not single and any(_run(host, f"systemctl is-active -q {u}")[0] for u in instances)
+    if serving:
+        for unit in units:
+            result = _restart_instance(host, settings, instances[unit], drain=True)
+            if not result["ok"]:
+                outcome.update(result, rolled=units[:units.index(unit) + 1])
+                return True
+    else:
+        result = _start_together(host, settings, units, instances)
+        if not result["ok"]:
+            outcome.update(result, rolled=units)
+            return True
+    for unit in dropped:
+        name = unit.removeprefix("vllm-").removesuffix(".service")
+        _admin(host, "drain", name, settings.vllm_drain_timeout_s)
+        _run(host, f"systemctl disable -q --now {unit}; rm -f /etc/systemd/system/{unit}")
+    if single:
+        _run(host, f"systemctl disable -q {vllm.UNIT_NAME}; rm -f {vllm.UNIT_PATH}")
+    if single or dropped:
+        _run(host, "systemctl daemon-reload")
+    outcome["ok"] = True
+    _ROLL["finished"].add(host.name)
+    return True
+
+
+def _back_layout(state, host, settings: Settings, single: bool, outcome: dict) -> bool:
+    """After the switch back: what was rolled restarts on what it served before (one at a time
+    behind the front door), or vllm.service serves again after a move that failed."""
+    instances = {i.unit_name: i for i in layout.instances(settings) or []}
+    rolled = outcome.get("rolled", [])
+    if single:  # the instances were stopped and disabled before their units were switched back
+        _run(host, f"systemctl start {vllm.UNIT_NAME}")
+        again = _ready(host, settings)
+    else:
+        again = {"ok": True, "why": ""}
+        for unit in rolled:
+            result = _restart_instance(host, settings, instances[unit], drain=True) if unit in instances else again
+            if not result["ok"]:
+                again = result
+    outcome["again"] = again
+    return True
+
+
+def _stop_layout(state, host, outcome: dict, switched_back: bool) -> bool:
+    why = outcome["why"]
+    if switched_back:
+        again = outcome.get("again", {"ok": False, "why": "not checked"})
+        why += ("; switched back to the previous version, which is serving again" if again["ok"]
+                else f"; switched back to the previous version, which is not ready either: {again['why']}")
+    _ROLL["stopped_by"] = _ROLL["stopped_by"] or host.name
+    host.log_styled(f"vllm: not ready: {why}; stopping the roll", fg="red", log_func=logger.error)
+    return False
+
+
+@operation(is_idempotent=False)
+def instances_rolled_out(settings: Settings, causes: dict, dropped: list, single: bool, can_switch_back: bool):
+    """
+    Switch a layout host to what is staged (no restart), then restart its instances (one at a time
+    behind the front door, or together where none serves), each ready before the next; switch
+    back and stop the roll when one is not.
+
+    + settings: the host's settings
+    + causes: the instances to restart, by unit, each with what differs (instance_causes)
+    + dropped: instance units no longer in the layout
+    + single: vllm.service (before the layout) is there, to be stopped and removed
+    + can_switch_back: a previous environment and model (links) are there
+    """
+    yield FunctionCommand(_gate, ({u: "; ".join(why.values()) for u, why in causes.items()}
+                                  | ({vllm.UNIT_NAME: "moving to vllm_layout"} if single else {})
+                                  | {u: "dropped from vllm_layout" for u in dropped},), {})
+    if causes:
+        yield StringCommand(python_script("vllm_switch", *layout_switch_args(settings, causes)))
+    outcome: dict = {}
+    yield FunctionCommand(_roll_layout, (settings, list(causes), dropped, single, outcome), {})
+    if outcome.get("ok"):
+        return
+    if can_switch_back and causes:
+        if single:  # before their units go: stopped and disabled, so no link of theirs is left behind
+            yield StringCommand(f"systemctl disable -q --now {' '.join(causes)}")
+        yield StringCommand(python_script("vllm_switch", "back", "--record", SWITCH_RECORD, "--no-restart",
+                                          *[a for u in causes for a in ("--service", u)]))
+        yield FunctionCommand(_back_layout, (settings, single, outcome), {})
+    yield FunctionCommand(_stop_layout, (outcome, can_switch_back and bool(causes)), {})

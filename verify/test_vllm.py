@@ -1,67 +1,102 @@
 """vllm: the service runs as rendered and serves: unit active and enabled, the process's
 arguments are the rendered ones, /health, /v1/models, /metrics (the names the alerts use),
 a completion returns tokens, with an API key /v1 refuses requests without it, and the
-environment holds exactly what the deploy recorded when it made it."""
+environment holds exactly what the deploy recorded when it made it. On a host with a serving
+layout, each of these for every instance on its own port, and each instance's process sees its
+GPUs only and runs on its CPUs and memory node (verify/test_frontdoor.py checks the front door)."""
 
 import pytest
 
-from llmfleet import compat, monitoring, vllm_service
+from llmfleet import compat, layout, monitoring, vllm_service
+from llmfleet.gpu import profile_of
 from verify.helpers import expect, run_remote
 
 
 @pytest.fixture(scope="module")
-def served(host, host_name, settings):
+def served(host, host_name, settings) -> dict:
+    """{unit: {"instance", "active", "enabled", "pid", "probe"}}: vllm.service, or every instance."""
     if not settings.vllm_enabled:
         pytest.skip("vllm_enabled is False for this host")
-    unit = host.run("systemctl show -p ActiveState -p UnitFileState -p MainPID %s", vllm_service.UNIT_NAME)
-    props = dict(line.split("=", 1) for line in unit.stdout.splitlines() if "=" in line)
-    state = {"active": props.get("ActiveState"), "enabled": props.get("UnitFileState"), "pid": props.get("MainPID")}
-    probe = run_remote(host, "vllm_probe", str(settings.vllm_port), settings.vllm_served_model_name,
-                       vllm_service.API_KEY_FILE if settings.vllm_api_key_file else "-")
-    return state, probe
+    instances = layout.instances(settings)
+    out = {}
+    for inst in instances if instances is not None else [None]:
+        unit = vllm_service.unit_name(inst)
+        shown = host.run("systemctl show -p ActiveState -p UnitFileState -p MainPID %s", unit)
+        props = dict(line.split("=", 1) for line in shown.stdout.splitlines() if "=" in line)
+        port = inst.port if inst is not None else settings.vllm_port
+        out[unit] = {"instance": inst, "active": props.get("ActiveState"), "enabled": props.get("UnitFileState"),
+                     "pid": props.get("MainPID"),
+                     "probe": run_remote(host, "vllm_probe", str(port), settings.vllm_served_model_name,
+                                         vllm_service.API_KEY_FILE if settings.vllm_api_key_file else "-")}
+    return out
 
 
 def test_unit_active_and_enabled(host_name, served):
-    state, _ = served
-    expect(host_name, vllm_service.UNIT_NAME, {"ActiveState": "active", "UnitFileState": "enabled"},
-           {"ActiveState": state.get("active"), "UnitFileState": state.get("enabled")})
+    for unit, s in served.items():
+        expect(host_name, unit, {"ActiveState": "active", "UnitFileState": "enabled"},
+               {"ActiveState": s["active"], "UnitFileState": s["enabled"]})
 
 
 def test_process_arguments_are_the_rendered_flags(host, host_name, settings, served):
-    state, _ = served
-    cmdline = host.run("cat /proc/%s/cmdline", state.get("pid", "0")).stdout
-    expect(host_name, "vLLM process arguments (vllm_flags, vllm_model, ...)", vllm_service.command(settings),
-           [a for a in cmdline.split("\0") if a])
+    for unit, s in served.items():
+        cmdline = host.run("cat /proc/%s/cmdline", s["pid"] or "0").stdout
+        expect(host_name, f"{unit}: vLLM process arguments (vllm_flags, vllm_model, vllm_layout, ...)",
+               vllm_service.command(settings, s["instance"]), [a for a in cmdline.split("\0") if a])
 
 
 def test_health_models_and_a_completion(host_name, settings, served):
-    _, probe = served
-    expect(host_name, "/health", 200, probe["health"])
-    expect(host_name, "/v1/models", [settings.vllm_served_model_name], probe["models"])
-    expect(host_name, "/v1/completions with max_tokens 4, ignore_eos: completion tokens", 4,
-           probe["completion_tokens"])
+    for unit, s in served.items():
+        probe = s["probe"]
+        expect(host_name, f"{unit}: /health", 200, probe["health"])
+        expect(host_name, f"{unit}: /v1/models", [settings.vllm_served_model_name], probe["models"])
+        expect(host_name, f"{unit}: /v1/completions with max_tokens 4, ignore_eos: completion tokens", 4,
+               probe["completion_tokens"])
 
 
 def test_metrics_the_alerts_use_are_exported(host_name, settings, served):
-    _, probe = served
-    exported = set(probe["metrics"]) if isinstance(probe["metrics"], list) else set()
     want = sorted(monitoring.metric_names(settings.vllm_version))
-    missing = [m for m in want if not ({m, m + "_bucket", m + "_total", m + "_count"} & exported)]
-    expect(host_name, f"metrics of vLLM {settings.vllm_version} the alert rules use, missing from /metrics", [],
-           missing)
-    # the design notes' names exist in no version (../shared/facts/v100-vllm.md)
-    invented = {"vllm:engine_gpu_cache_usage_ratio", "vllm:engine_num_requests_waiting",
-                "vllm:engine_request_wait_time_seconds"}
-    expect(host_name, "invented metric names exported", [], sorted(invented & exported))
     assert compat.metric("kv_cache", settings.vllm_version) in want
+    for unit, s in served.items():
+        exported = set(s["probe"]["metrics"]) if isinstance(s["probe"]["metrics"], list) else set()
+        missing = [m for m in want if not ({m, m + "_bucket", m + "_total", m + "_count"} & exported)]
+        expect(host_name, f"{unit}: metrics of vLLM {settings.vllm_version} the alert rules use, missing from "
+                          "/metrics", [], missing)
+        # the design notes' names exist in no version (../shared/facts/v100-vllm.md)
+        invented = {"vllm:engine_gpu_cache_usage_ratio", "vllm:engine_num_requests_waiting",
+                    "vllm:engine_request_wait_time_seconds"}
+        expect(host_name, f"{unit}: invented metric names exported", [], sorted(invented & exported))
 
 
 def test_api_key_guards_v1(host_name, settings, served):
-    _, probe = served
     if not settings.vllm_api_key_file:
         pytest.skip("vllm_api_key_file is None: the API is open by configuration")
-    expect(host_name, "/v1 without the API key (models, completion)", {"models": 401, "completion": 401},
-           probe["without_key"])
+    for unit, s in served.items():
+        expect(host_name, f"{unit}: /v1 without the API key (models, completion)", {"models": 401, "completion": 401},
+               s["probe"]["without_key"])
+
+
+def test_each_instance_sees_its_gpus_and_runs_on_its_numa_node(host, host_name, settings, served):
+    """From /proc: CUDA_VISIBLE_DEVICES in the process's environment, its CPU affinity
+    (Cpus_allowed_list) and its memory policy (numa_maps: bind:<nodes>), against the binding
+    worked out from the host's own NUMA nodes."""
+    if layout.instances(settings) is None:
+        pytest.skip("no vllm_layout: vllm.service runs on every GPU and CPU of the host")
+    listing = host.run("for d in /sys/devices/system/node/node[0-9]*; do echo \"${d##*/node} $(cat $d/cpulist)\"; "
+                       "done").stdout
+    node_cpus = {int(n): c for n, _, c in (line.partition(" ") for line in listing.splitlines()) if n.isdigit()}
+    for unit, s in served.items():
+        inst, pid = s["instance"], s["pid"] or "0"
+        environ = host.run("cat /proc/%s/environ", pid).stdout.split("\0")
+        seen = [e.split("=", 1)[1] for e in environ if e.startswith("CUDA_VISIBLE_DEVICES=")]
+        expect(host_name, f"{unit}: CUDA_VISIBLE_DEVICES of its process",
+               [",".join(map(str, inst.gpus))] if inst.gpus else [], seen)
+        bound = layout.binding(inst, profile_of(settings), node_cpus)
+        status = dict(line.split(":\t", 1) for line in host.run("cat /proc/%s/status", pid).stdout.splitlines()
+                      if ":\t" in line)
+        policy = host.run("grep -m1 -o ' bind:[0-9,-]*' /proc/%s/numa_maps", pid).stdout.strip()
+        expect(host_name, f"{unit}: CPUs and memory policy of its process",
+               (bound.cpus, f"bind:{bound.nodes}") if bound else (status.get("Cpus_allowed_list"), ""),
+               (layout.format_cpulist(layout.parse_cpulist(status.get("Cpus_allowed_list", ""))), policy))
 
 
 ENV_RECORD = ".llmfleet-packages.json"  # written into each environment by the deploy (operations/vllm.py)

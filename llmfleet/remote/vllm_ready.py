@@ -1,7 +1,8 @@
 """Run on a host (python3, standard library, as root): wait until vLLM is ready, i.e. /health
 answers 200 and a 1-token completion comes back (/health can answer while the engine is hung:
 vLLM issues #39863, PR #36451). Arguments: port, served model name, timeout in seconds, the
-NRestarts of vllm.service when it was (re)started, and the API key file (or "-").
+NRestarts of the unit when it was (re)started, the API key file (or "-"), and optionally the unit
+(default vllm.service; an instance of a layout: vllm-<name>.service on its own port).
 Prints one JSON object: {"ok": bool, "seconds": float, "why": str}. Never prints the key.
 """
 
@@ -17,24 +18,25 @@ from _helpers import api_key  # llmfleet/remote/_helpers.py, sent along by pytho
 
 port, name, timeout_s, restarts0, key_file = sys.argv[1], sys.argv[2], float(sys.argv[3]), int(sys.argv[4]), \
     sys.argv[5]
+service = sys.argv[6] if len(sys.argv) > 6 else "vllm.service"
 key = api_key(key_file)
 base = f"http://127.0.0.1:{port}"
 start = time.monotonic()
 
 
 def unit(prop):
-    return subprocess.run(["systemctl", "show", "-p", prop, "--value", "vllm.service"], capture_output=True,
+    return subprocess.run(["systemctl", "show", "-p", prop, "--value", service], capture_output=True,
                           text=True).stdout.strip()
 
 
 def journal():
     """The server's own error line (the last line naming an error that is not systemd's), then the
     last lines of its log."""
-    out = subprocess.run(["journalctl", "-u", "vllm.service", "-n", "40", "--no-pager", "-o", "cat"],
+    out = subprocess.run(["journalctl", "-u", service, "-n", "40", "--no-pager", "-o", "cat"],
                          capture_output=True, text=True).stdout
     lines = [line.strip() for line in out.splitlines() if line.strip()]
     own = [line for line in lines if re.search(r"[A-Za-z]*Error\b|\berror\b", line)
-           and not line.startswith(("vllm.service:", "File ", "[", "Stopped ", "Started "))]
+           and not line.startswith((service + ":", "File ", "[", "Stopped ", "Started "))]
     tail = " | ".join(lines[-6:])[-600:]
     return (f"{own[-1][:400]} (log tail: {tail})") if own else f"log tail: {tail}"
 
@@ -48,7 +50,7 @@ last = "no answer yet"
 while time.monotonic() - start < timeout_s:
     restarts, state = int(unit("NRestarts") or 0), unit("ActiveState")
     if restarts > restarts0 or state == "failed":
-        done(False, f"vllm.service exited while starting ({state}, {restarts - restarts0} restart(s)); "
+        done(False, f"{service} exited while starting ({state}, {restarts - restarts0} restart(s)); "
                     f"{journal()}")
     try:
         with urllib.request.urlopen(base + "/health", timeout=5) as r:

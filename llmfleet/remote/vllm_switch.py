@@ -1,17 +1,19 @@
 """Run on a host (python3, standard library, as root): switch vllm.service to what the deploy
 staged, or back to what it served before.
 
-  switch --record R --service S [--systemctl CMD] [--keep DIR] [--unit P] [--file P]... [--remove P]...
-         [--link P]...
-  back   --record R --service S [--systemctl CMD]
+  switch --record R --service S... [--systemctl CMD] [--keep DIR] [--unit P]... [--file P]...
+         [--remove P]... [--link P]... [--no-restart]
+  back   --record R --service S... [--systemctl CMD] [--no-restart]
 
 switch: each `--unit`/`--file` P takes the content staged at DIR/<name of P>.new (its previous
 content is kept as DIR/<name of P>.prev); each `--remove` P is kept the same way and removed;
 each `--link` P is replaced, atomically, by the link staged beside it (P.new). What it switched is
 written to R (JSON); then `systemctl daemon-reload` (only when the unit's content changed),
-`enable`, `reset-failed` and `restart` of S.
+`enable`, `reset-failed` and `restart` of each S.
 back: undoes what R says the last switch did (the previous content, link target, or absence)
-and restarts S.
+and restarts each S.
+With --no-restart the files and links are switched (and units reloaded) but no S is enabled or
+restarted: a serving layout's roll restarts its instances one at a time itself.
 
 `--systemctl` is the command run for systemctl (default `systemctl`). Prints one JSON object
 {"ok": bool, "switched": [paths], "reloaded": bool, "why": str} and exits 1 when not ok.
@@ -64,24 +66,29 @@ def restart(a, reload_units):
         ok, out = systemctl(a.systemctl, "daemon-reload")
         if not ok:
             return f"systemctl daemon-reload failed: {out[-300:]}"
-    if a.command == "switch":
-        ok, out = systemctl(a.systemctl, "enable", "-q", a.service)
+    if a.no_restart:
+        return ""
+    for service in a.service:
+        if a.command == "switch":
+            ok, out = systemctl(a.systemctl, "enable", "-q", service)
+            if not ok:
+                return f"systemctl enable {service} failed: {out[-300:]}"
+        systemctl(a.systemctl, "reset-failed", service)  # fails when the unit has not failed: that is fine
+        ok, out = systemctl(a.systemctl, "restart", service)
         if not ok:
-            return f"systemctl enable {a.service} failed: {out[-300:]}"
-    systemctl(a.systemctl, "reset-failed", a.service)  # fails when the unit has not failed: that is fine
-    ok, out = systemctl(a.systemctl, "restart", a.service)
-    return "" if ok else f"systemctl restart {a.service} failed: {out[-300:]}"
+            return f"systemctl restart {service} failed: {out[-300:]}"
+    return ""
 
 
 def switch(a):
     os.makedirs(a.keep, mode=0o755, exist_ok=True)
-    missing = [f"{p} (at {os.path.join(a.keep, os.path.basename(p) + '.new')})" for p in ([a.unit] if a.unit else [])
-               + a.file if not os.path.exists(os.path.join(a.keep, os.path.basename(p) + ".new"))]
+    missing = [f"{p} (at {os.path.join(a.keep, os.path.basename(p) + '.new')})" for p in a.unit + a.file
+               if not os.path.exists(os.path.join(a.keep, os.path.basename(p) + ".new"))]
     missing += [f"the link {p} (at {p}.new)" for p in a.link if not os.path.islink(p + ".new")]
     if missing:  # nothing is changed unless everything is staged
         return [], False, "nothing staged for " + ", ".join(missing)
     items, reload_units = [], False
-    for kind, paths in (("unit", [a.unit] if a.unit else []), ("file", a.file), ("remove", a.remove)):
+    for kind, paths in (("unit", a.unit), ("file", a.file), ("remove", a.remove)):
         for path in paths:
             staged = os.path.join(a.keep, os.path.basename(path) + ".new")
             prev = os.path.join(a.keep, os.path.basename(path) + ".prev")
@@ -94,7 +101,7 @@ def switch(a):
                 remove(path)
                 continue
             if kind == "unit":
-                reload_units = read(staged) != read(path)
+                reload_units |= read(staged) != read(path)
             put(staged, path)
             remove(staged)
     for path in a.link:
@@ -124,10 +131,11 @@ def back(a):
 parser = argparse.ArgumentParser(prog="vllm_switch")
 parser.add_argument("command", choices=["switch", "back"])
 parser.add_argument("--record", required=True)
-parser.add_argument("--service", required=True)
+parser.add_argument("--service", action="append", required=True)
 parser.add_argument("--systemctl", default="systemctl")
 parser.add_argument("--keep", default="")
-parser.add_argument("--unit")
+parser.add_argument("--unit", action="append", default=[])
+parser.add_argument("--no-restart", action="store_true")
 parser.add_argument("--file", action="append", default=[])
 parser.add_argument("--remove", action="append", default=[])
 parser.add_argument("--link", action="append", default=[])

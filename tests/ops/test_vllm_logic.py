@@ -3,26 +3,12 @@ restart is planned, what is staged and switched, how a hand-changed environment 
 the roll's commands (the switch a visible host-script command, the switch-back only when the
 host did not get ready)."""
 
-import runpy
-from pathlib import Path
 
 import pytest
 from pyinfra.api import FunctionCommand, StringCommand
 
 from llmfleet import vllm_service as vllm
-from llmfleet.settings import validate
 from operations import vllm as ops
-
-ROOT = Path(__file__).resolve().parents[2]
-MODEL = {"name": "tiny", "version": "2", "source": "https://models.internal/t.tar", "sha256": "a" * 64,
-         "torch_dtype": "bfloat16", "num_attention_heads": 32}
-
-
-@pytest.fixture(scope="module")
-def settings():
-    d = runpy.run_path(str(ROOT / "group_data" / "all.py"))
-    return validate("gpu-1", {k: v for k, v in d.items() if not k.startswith("__")} | {"vllm_model": MODEL})
-
 
 UNIT = "the rendered unit\n"
 CLEAN_ENV = {"exists": True, "recorded": True, "added": {}, "removed": {}, "changed": {}}
@@ -229,11 +215,11 @@ def planned(settings, monkeypatch, **facts) -> tuple[list[str], PlanHost]:
 
     calls = []
     for op in ("environment_made", "environment_repaired", "environment_recorded", "staged_unit", "staged_key",
-               "staged_link", "rolled_out"):
+               "staged_link", "rolled_out", "instances_rolled_out"):
         monkeypatch.setattr(ops, op, lambda name=None, _op=op, **kw: calls.append(
             name + (f" (_parallel={kw['_parallel']})" if "_parallel" in kw else "") if name else _op))
     monkeypatch.setattr(ops, "model_synced", lambda s: calls.append("model_synced"))
-    monkeypatch.setattr(ops.vllm, "render_unit", lambda s, gpu: UNIT)
+    monkeypatch.setattr(ops.vllm, "render_unit", lambda s, gpu, *instance: UNIT)
     fake = PlanHost({"VllmState": active(settings), "VllmEnvironment": CLEAN_ENV,
                      "VllmFlags": {"version": "0.19.1", "ok": True, "unknown": [], "options": [], "error": None},
                      "PortHolders": {str(settings.vllm_port): [SERVER]}}
@@ -247,16 +233,6 @@ SERVER = {"pid": 812, "command": "vllm", "unit": "vllm.service"}  # the running 
 RESTART = ("vllm: restart on what is staged, in batches of vllm_max_unavailable, each ready before the next "
            "(_parallel=1)")  # group_data/all.py: vllm_max_unavailable = 1
 START = "vllm: start on what is staged, at once on every host that does not serve now"
-
-
-def test_a_layout_is_refused_before_any_fact_or_change_while_the_deploy_cannot_serve_one(settings, monkeypatch):
-    from pyinfra.api import OperationValueError
-
-    laid_out = settings.model_copy(update={"vllm_layout": "4x2"})
-    with pytest.raises(OperationValueError) as exc:
-        planned(laid_out, monkeypatch, VllmState=None)  # no fact is read: None would fail on use
-    assert str(exc.value).startswith("host gpu-1: vllm_layout = '4x2': this version of llmfleet checks a layout")
-    assert "(fix: vllm_layout = None, and the host keeps serving vllm.service); nothing was changed" in str(exc.value)
 
 
 def test_a_deployed_host_plans_nothing_and_says_why(settings, monkeypatch):

@@ -166,3 +166,29 @@ def test_a_failed_restart_is_reported_with_systemctl_s_verb(fleet_host):
     rc, out = h.switch("--link", str(h.model))
     assert (rc, out["ok"]) == (1, False) and out["why"].startswith("systemctl restart vllm.service failed"), out
     assert h.record.exists()  # what was switched is known, so the deploy can switch back
+
+
+def test_a_layout_switch_moves_every_instance_unit_and_restarts_none_and_back_restores_each(fleet_host):
+    h = fleet_host
+    h.serving()
+    second = h.unit.with_name("vllm-b.service")
+    first = h.unit.with_name("vllm-a.service")
+    first.write_text("a v1\n")
+    second.write_text("b v1\n")
+    (h.keep / "vllm-a.service.new").write_text("a v2\n")
+    (h.keep / "vllm-b.service.new").write_text("b v2\n")
+    h.stage(model="models/2")
+    command = python_script("vllm_switch", "switch", "--keep", str(h.keep), "--no-restart", "--unit", str(first),
+                            "--unit", str(second), "--link", str(h.model), "--record", str(h.record),
+                            "--service", "vllm-a.service", "--service", "vllm-b.service",
+                            "--systemctl", str(h.systemctl))
+    proc = subprocess.run(["sh", "-c", command], capture_output=True, text=True, timeout=60)
+    out = json.loads(proc.stdout.splitlines()[-1])
+    assert (proc.returncode, out["ok"], out["reloaded"]) == (0, True, True), out
+    assert (first.read_text(), second.read_text(), os.readlink(h.model)) == ("a v2\n", "b v2\n", "models/2")
+    assert h.called() == ["daemon-reload"]  # the roll restarts the instances one at a time itself
+    proc = subprocess.run(["sh", "-c", command.replace(" switch ", " back ", 1)], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert (first.read_text(), second.read_text(), os.readlink(h.model)) == ("a v1\n", "b v1\n", "models/1")
+    assert h.called() == ["daemon-reload", "daemon-reload"]

@@ -1,0 +1,33 @@
+"""frontdoor: HAProxy (the distribution's package) on vllm_port of a host serving a layout,
+balancing over its vLLM instances (llmfleet/frontdoor.py renders the configuration): install,
+configure, activate. It runs after the vllm component: on a host moving to a layout, that one
+has stopped vllm.service, whose port the front door takes; a changed configuration is reloaded
+(Debian's haproxy.service checks it first, `haproxy -c`, and keeps the running one if it is bad).
+"""
+
+from io import StringIO
+
+from pyinfra import host
+from pyinfra.api import deploy
+from pyinfra.operations import files, systemd
+
+from llmfleet import frontdoor, layout
+from llmfleet.settings import Settings
+from operations import apt_installed
+
+
+@deploy("frontdoor")
+def configure(settings: Settings):
+    """The front door, on a serving host with a layout; none without one."""
+    if not settings.vllm_enabled or layout.instances(settings) is None:
+        host.noop("frontdoor: no vllm_layout on this host: clients reach vllm.service on vllm_port itself")
+        return
+    # install
+    apt_installed("frontdoor: haproxy is installed", [frontdoor.PACKAGE], settings.apt_cache_valid_s,
+                  no_recommends=True)
+    # configure
+    config = files.put(name="frontdoor: haproxy.cfg balances over the layout's instances",
+                       src=StringIO(frontdoor.render_config(settings)), dest=frontdoor.CONFIG_PATH, mode="644")
+    # activate
+    systemd.service(name="frontdoor: haproxy is enabled and running", service=frontdoor.SERVICE, running=True,
+                    enabled=True, reloaded=config.will_change)

@@ -1,0 +1,204 @@
+"""A serving layout on a lab host (issue 14): lab-c4 (onboarded by test_fleet.py, serving
+vllm.service) moves to two instances of the CPU build, each pinned to its own CPU through the unit's
+own properties, behind its HAProxy front door on port 8000. Then: a flag change rolls the
+instances one at a time while the probe sends requests through the front door (no failed request,
+never both instances down), kill -9 of one instance (the front door stops sending to it, systemd
+brings it back, verify passes), bad layouts and a held port refused before any change, and a second
+deploy that changes nothing. Stage "grown": after the fleet tests, which add lab-c4."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from harness import BIN, LAB_ENV, ROOT, env, lab_ssh, run, state
+
+from llmfleet.lab import poller
+
+HOST = "lab-c4"
+pytestmark = pytest.mark.lab_stage("grown")
+TWO = [{"name": "a", "gpus": [], "port": 8001, "cpus": "0"}, {"name": "b", "gpus": [], "port": 8002, "cpus": "1"}]
+LAYOUT = "vllm_layout=" + json.dumps(TWO)
+UNITS = ("vllm-a.service", "vllm-b.service")
+# On the host, every 0.25 s: which instances answer /health (their own ports, which listen on the
+# host only). Prints "<seconds> <a status> <b status>" a line.
+SAMPLER = ("python3 -u -c 'import time, urllib.request\n"
+           "t0 = time.monotonic()\n"
+           "def up(port):\n"
+           "    try:\n"
+           "        return urllib.request.urlopen(f\"http://127.0.0.1:{port}/health\", timeout=1).status\n"
+           "    except Exception:\n"
+           "        return 0\n"
+           "while time.monotonic() - t0 < 600:\n"
+           "    print(round(time.monotonic() - t0, 2), up(8001), up(8002), flush=True)\n"
+           "    time.sleep(0.25)\n'")
+
+
+def deploy(*data: str, check: bool = True):
+    args = [a for kv in (LAYOUT, *data) for a in ("--data", kv)]
+    return run(str(BIN / "pyinfra"), "inventories/lab.py", "deploy.py", "-y", "--limit", HOST, *args, check=check,
+               timeout=1800)
+
+
+def address() -> str:
+    return state()["hosts"][HOST]["address"]
+
+
+def api_key() -> str:
+    return (Path(LAB_ENV["LLMFLEET_LAB_DIR"]) / "api-key").read_text().strip()
+
+
+def pids() -> dict[str, str]:
+    out = lab_ssh(HOST, "for u in " + " ".join(UNITS) + "; do systemctl show -p MainPID --value $u; done").stdout
+    return dict(zip(UNITS, out.split(), strict=True))
+
+
+def verify(lab, *data: str) -> subprocess.CompletedProcess:
+    hosts = [h for h in lab.testinfra_hosts().split(",") if f"//{HOST}?" in h]
+    return run(str(BIN / "pytest"), "verify/test_vllm.py", "verify/test_frontdoor.py", "-p", "no:cacheprovider", "-q",
+               "-rf", f"--hosts={hosts[0]}", *[a for kv in (LAYOUT, *data) for a in ("--data", kv)], check=False)
+
+
+@pytest.fixture(scope="module")
+def laid_out(lab):
+    """lab-c4 moved from vllm.service to the layout, with a client on the front door's port
+    throughout (what it saw is printed for the closing note)."""
+    assert HOST in state()["hosts"], "test_fleet.py adds lab-c4"
+    before = lab_ssh(HOST, "systemctl is-active vllm.service", check=False).stdout.strip()
+    with poller.Poller({HOST: address()}, api_key(), "tiny-llama", interval_s=0.5) as watch:
+        started = time.monotonic()
+        proc = deploy()
+        took = time.monotonic() - started
+    failed = [t for t, up in watch.timeline if not up]
+    print(json.dumps({"move_to_layout_s": round(took, 1), "vllm_service_before": before,
+                      "requests": len(watch.timeline), "failed": len(failed),
+                      "longest_without_answer_s": watch.longest_below(1)}))
+    out = " ".join(proc.stdout.split())
+    assert "vllm: moving to vllm_layout: vllm.service is stopped and removed" in out, out[-3000:]
+    return watch
+
+
+def test_a_host_moves_from_vllm_service_to_two_pinned_instances_behind_its_front_door(lab, laid_out):
+    assert lab_ssh(HOST, "test ! -e /etc/systemd/system/vllm.service && ! systemctl is-active -q vllm.service",
+                   check=False).returncode == 0, "vllm.service is left on the host"
+    assert poller.complete(address(), api_key(), "tiny-llama") == 1
+    assert laid_out.timeline[-1][1] == [HOST]  # serving again through the front door when the deploy ended
+    proc = verify(lab)
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    # the checks of each instance ran (not skipped): its CPUs, memory policy, and the front door's
+    assert "passed" in proc.stdout and "skipped" not in proc.stdout.splitlines()[-1], proc.stdout[-2000:]
+
+
+def test_a_flag_change_rolls_one_instance_at_a_time_while_the_probe_sees_no_failed_request(lab, laid_out, tmp_path):
+    before = pids()
+    sampler = subprocess.Popen([str(BIN / "llmfleet"), "lab", "ssh", HOST, "--", SAMPLER], cwd=ROOT, env=env(),
+                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    probe = subprocess.Popen([str(BIN / "llmfleet"), "probe", "--inventory", "inventories/lab.py", "--limit", HOST,
+                              "--duration", "180", "--warmup", "0", "--no-stop-early", "--out-dir", str(tmp_path)],
+                             cwd=ROOT, env=env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    started = time.monotonic()
+    try:
+        time.sleep(3)
+        proc = deploy('vllm_flags={"dtype": "float32", "max-model-len": 1024, "enforce-eager": true, '
+                      '"max-num-seqs": 16}')
+    finally:
+        probe_out = probe.communicate(timeout=600)[0]
+        sampler.terminate()
+        samples = sampler.communicate(timeout=60)[0]
+    out = " ".join(proc.stdout.split())
+    assert time.monotonic() - started < 180, "the roll outlasted the probe's 180 s: lengthen --duration"
+    after = pids()
+    assert all(after[u] != before[u] for u in UNITS), (before, after)  # each instance restarted
+    for unit in UNITS:
+        assert out.count(f"vllm: {unit}: ready in") == 1, out[-3000:]  # once
+    # never both at once: at no sample did both instances fail /health
+    rows = [line.split() for line in samples.splitlines() if len(line.split()) == 3]
+    assert len(rows) > 100, samples[-1000:]
+    both_down = [r[0] for r in rows if r[1] != "200" and r[2] != "200"]
+    each_down = {u: sum(1 for r in rows if r[i] != "200") for i, u in ((1, "a"), (2, "b"))}
+    assert not both_down and all(each_down.values()), (both_down, each_down)
+    doc = json.loads((tmp_path / f"{HOST}.json").read_text())
+    overall = doc["trials"][0]["overall"]
+    print(json.dumps({"roll_probe_requests": overall["requests"], "failed": overall["failed"],
+                      "samples_each_instance_down": each_down}))
+    assert overall["requests"] > 100 and overall["failed"] == 0, probe_out[-3000:]
+
+
+def test_a_killed_instance_leaves_the_rotation_and_comes_back(lab, laid_out):
+    pid = pids()["vllm-a.service"]
+    with poller.Poller({HOST: address()}, api_key(), "tiny-llama", interval_s=0.25) as watch:
+        time.sleep(2)
+        killed_at = watch.timeline[-1][0]
+        lab_ssh(HOST, f"sudo kill -9 {pid}")
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            new = pids()["vllm-a.service"]
+            ready = lab_ssh(HOST, "python3 -c 'import urllib.request; urllib.request.urlopen("
+                                  "\"http://127.0.0.1:8001/health\", timeout=2)'", check=False).returncode == 0
+            if new not in ("0", pid) and ready:
+                break
+            time.sleep(2)
+        else:
+            pytest.fail("vllm-a.service not back within 300 s after kill -9")
+        time.sleep(6)  # back in the front door: rise 2 x inter 2000 ms
+    # requests kept succeeding: at most those in flight when it died, none after the health
+    # checks took it out (fall 3 x inter 2 s)
+    failed = [t for t, up in watch.timeline if not up]
+    late = [t for t in failed if t > killed_at + 3 * 2 + 1]
+    print(json.dumps({"kill_requests": len(watch.timeline), "failed": failed}))
+    assert len(watch.timeline) > 40 and len(failed) <= 2 and not late, watch.timeline
+    restarts = lab_ssh(HOST, "systemctl show -p NRestarts --value vllm-a.service").stdout.strip()
+    assert int(restarts) >= 1
+    proc = verify(lab, 'vllm_flags={"dtype": "float32", "max-model-len": 1024, "enforce-eager": true, '
+                       '"max-num-seqs": 16}')
+    assert proc.returncode == 0, proc.stdout[-4000:]
+
+
+def test_bad_layouts_and_a_held_port_are_refused_before_any_change(lab, laid_out):
+    before = pids()
+    # every bad layout of a GPU host at once: the profile's GPUs, as a V100 box's data would say
+    bad = json.dumps([{"name": "a", "gpus": [0, 5], "port": 8001}, {"name": "b", "gpus": [5, 9], "port": 9100},
+                      {"name": "c", "gpus": [0, 4], "port": 8003}])
+    proc = run(str(BIN / "pyinfra"), "inventories/lab.py", "deploy.py", "-y", "--limit", HOST, "--data",
+               f"vllm_layout={bad}", "--data", "gpu_profile=v100_sxm2_32gb_x8", check=False, timeout=600)
+    out = " ".join((proc.stdout + proc.stderr).split())
+    assert proc.returncode != 0 and "Starting operation" not in out, out[-3000:]
+    for fragment in ("vllm_layout[0] (a).gpus = [0, 5]: not every pair of these GPUs is NVLink-connected",
+                     "vllm_layout[1] (b).gpus = [5, 9]: GPU [9] beyond the 8 GPUs",
+                     "vllm_layout[2] (c).gpus = [0, 4]: GPU 0 is instance a's too",
+                     "spans NUMA nodes [0, 1]",
+                     "port 9100 is taken twice on the host: by vllm_layout instance b and by "
+                     "host_service_ports.node_exporter"):
+        assert fragment in out, fragment
+    # a port the layout is to take, held on the host by another process
+    lab_ssh(HOST, "sudo systemd-run --unit=port-squatter python3 -m http.server 8003 --bind 127.0.0.1 && "
+                  "for i in $(seq 50); do (echo > /dev/tcp/127.0.0.1/8003) 2>/dev/null && exit 0; sleep 0.2; done; "
+                  "exit 1")
+    try:
+        three = json.dumps([*TWO, {"name": "c", "gpus": [], "port": 8003, "cpus": "1"}])
+        proc = run(str(BIN / "pyinfra"), "inventories/lab.py", "deploy.py", "-y", "--limit", HOST, "--data",
+                   f"vllm_layout={three}", check=False, timeout=900)
+        out = " ".join((proc.stdout + proc.stderr).split())
+        assert proc.returncode == 1, out[-3000:]
+        assert (f"host {HOST}: the port of vllm_layout instance c = 8003 is held on the host by python3") in out
+        assert "port-squatter.service), not by vllm-c.service" in out, out[-3000:]
+        assert lab_ssh(HOST, "test ! -e /etc/systemd/system/vllm-c.service", check=False).returncode == 0
+    finally:
+        lab_ssh(HOST, "sudo systemctl stop port-squatter", check=False)
+    assert pids() == before
+
+
+def test_a_second_deploy_of_the_layout_changes_nothing(lab, laid_out):
+    flags = 'vllm_flags={"dtype": "float32", "max-model-len": 1024, "enforce-eager": true, "max-num-seqs": 16}'
+    before = pids()
+    proc = deploy(flags)
+    out = " ".join(proc.stdout.split())
+    assert "restart planned" not in out and ": ready in" not in out, out[-3000:]
+    assert pids() == before
+    plan = json.loads(run(str(BIN / "pyinfra"), "inventories/lab.py", "deploy.py", "--dry", "--json", "--limit", HOST,
+                          "--data", LAYOUT, "--data", flags).stdout)["plan"]
+    changed = [p["name"] for p in plan if HOST in p["hosts_with_change"] + p["hosts_with_conditional_change"]]
+    assert changed == [], changed
