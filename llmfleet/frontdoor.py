@@ -27,6 +27,11 @@ ADMIN_SOCKET = "/run/haproxy/admin.sock"  # Debian's default runtime API socket
 BACKEND = "vllm_instances"
 
 
+def instance_metrics_path(name: str) -> str:
+    """Where the front door's metrics port serves an instance's own /metrics."""
+    return f"/instances/{name}/metrics"
+
+
 def render_config(settings: Settings) -> str:
     """haproxy.cfg for the host's layout (a host without one has no front door)."""
     instances = layout.instances(settings)

@@ -195,6 +195,9 @@ def test_the_front_door_balances_over_the_instances_and_holds_no_secret(tmp_path
                  "stats socket /run/haproxy/admin.sock mode 660 level admin"):
         assert line in lines, line
     assert "sk-very-secret" not in cfg and "server c" not in cfg
+    # each instance's own metrics through the metrics port (instances listen on the host only)
+    assert "use_backend metrics_a if { path /instances/a/metrics }" in lines
+    assert cfg.count("http-request set-path /metrics") == 2
     with pytest.raises(ValueError, match="no vllm_layout"):
         frontdoor.render_config(ok(vllm_flags={"dtype": "half", "tensor-parallel-size": 8},
                                    vllm_model=MODEL | {"num_attention_heads": 32}))
