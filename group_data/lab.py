@@ -84,7 +84,10 @@ probe_min_requests = 20
 probe_request_timeout_s = 60.0
 probe_stall_timeout_s = 15.0
 probe_search_start_rps = 2.0
-probe_search_max_rps = 64.0
+# far above what the lab serves, so a search finds a rate that fails: in a fresh-clone make test
+# (2026-12-02) lab-c1 met the SLO at 64 req/s, the old ceiling, and the search ended without a
+# failing rate (the CPU build's in-process worker, uv's environment without triton: a faster lab)
+probe_search_max_rps = 512.0
 probe_search_precision = 0.2
 probe_baseline_tolerance = 0.5  # a shared 2-core machine: generous
 # the probe shares the 2 cores with three vLLM servers and an emulated VM: its P99 lag reached

@@ -719,6 +719,8 @@ def _restart_instance(host, settings: Settings, inst: VllmInstance, drain: bool)
 
 
 def _start_together(host, settings: Settings, units: list[str], instances: dict[str, VllmInstance]) -> dict:
+    if not units:  # a move that stopped half-way: the instances serve already, vllm.service is left
+        return {"ok": True, "why": ""}
     names = " ".join(units)
     ok, out = _run(host, f"systemctl enable -q {names} && systemctl reset-failed {names}; systemctl restart {names}")
     if not ok:

@@ -209,7 +209,8 @@ def test_monitoring_names_follow_each_hosts_version():
 
 def test_monitoring_scrapes_each_instance_of_a_layout_through_its_front_door():
     laid_out = settings(vllm_layout="2x4", vllm_model=MODEL | {"torch_dtype": "float16"}, vllm_flags={"dtype": "half"})
-    files = monitoring.render("inventories/prod.py", {"gpu-1": (laid_out, "10.0.0.1"), "gpu-2": (settings(), "10.0.0.2")})
+    files = monitoring.render("inventories/prod.py", {"gpu-1": (laid_out, "10.0.0.1"),
+                                                      "gpu-2": (settings(), "10.0.0.2")})
     targets = yaml.safe_load(files["vllm-targets.yml"])
     assert [(t["targets"], t["labels"].get("vllm_instance"), t["labels"].get("gpus"),
              t["labels"].get("__metrics_path__")) for t in targets] == [
@@ -217,6 +218,7 @@ def test_monitoring_scrapes_each_instance_of_a_layout_through_its_front_door():
         (["10.0.0.1:8404"], "b", "4,5,6,7", "/instances/b/metrics"),
         (["10.0.0.2:8000"], None, None, None)]
     assert targets[0]["labels"]["host"] == "gpu-1" and targets[0]["labels"]["instance"] == "gpu-1/a"
-    assert yaml.safe_load(files["frontdoor-targets.yml"]) == [{"targets": ["10.0.0.1:8404"], "labels": {"host": "gpu-1"}}]
+    assert yaml.safe_load(files["frontdoor-targets.yml"]) == [{"targets": ["10.0.0.1:8404"],
+                                                               "labels": {"host": "gpu-1"}}]
     jobs = yaml.safe_load(files["prometheus-scrape.yml"])["scrape_configs"]
     assert [j["job_name"] for j in jobs] == ["vllm", "frontdoor"]
