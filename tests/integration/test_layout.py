@@ -76,7 +76,7 @@ def laid_out(lab):
     print(json.dumps({"move_to_layout_s": round(took, 1), "vllm_service_before": before,
                       "requests": len(watch.timeline), "failed": len(failed),
                       "longest_without_answer_s": watch.longest_below(1)}))
-    out = " ".join(proc.stdout.split())
+    out = " ".join((proc.stdout + proc.stderr).split())
     assert "vllm: moving to vllm_layout: vllm.service is stopped and removed" in out, out[-3000:]
     return watch
 
@@ -104,12 +104,13 @@ def test_a_flag_change_rolls_one_instance_at_a_time_while_the_probe_sees_no_fail
         time.sleep(3)
         proc = deploy('vllm_flags={"dtype": "float32", "max-model-len": 1024, "enforce-eager": true, '
                       '"max-num-seqs": 16}')
+        rolled_s = time.monotonic() - started
     finally:
         probe_out = probe.communicate(timeout=600)[0]
         sampler.terminate()
         samples = sampler.communicate(timeout=60)[0]
-    out = " ".join(proc.stdout.split())
-    assert time.monotonic() - started < 180, "the roll outlasted the probe's 180 s: lengthen --duration"
+    out = " ".join((proc.stdout + proc.stderr).split())
+    assert rolled_s < 180, f"the roll ({rolled_s:.0f} s) outlasted the probe's 180 s: lengthen --duration"
     after = pids()
     assert all(after[u] != before[u] for u in UNITS), (before, after)  # each instance restarted
     for unit in UNITS:
@@ -122,7 +123,8 @@ def test_a_flag_change_rolls_one_instance_at_a_time_while_the_probe_sees_no_fail
     assert not both_down and all(each_down.values()), (both_down, each_down)
     doc = json.loads((tmp_path / f"{HOST}.json").read_text())
     overall = doc["trials"][0]["overall"]
-    print(json.dumps({"roll_probe_requests": overall["requests"], "failed": overall["failed"],
+    print(json.dumps({"roll_s": round(rolled_s, 1), "roll_probe_requests": overall["requests"],
+                      "failed": overall["failed"],
                       "samples_each_instance_down": each_down}))
     assert overall["requests"] > 100 and overall["failed"] == 0, probe_out[-3000:]
 
@@ -195,7 +197,7 @@ def test_a_second_deploy_of_the_layout_changes_nothing(lab, laid_out):
     flags = 'vllm_flags={"dtype": "float32", "max-model-len": 1024, "enforce-eager": true, "max-num-seqs": 16}'
     before = pids()
     proc = deploy(flags)
-    out = " ".join(proc.stdout.split())
+    out = " ".join((proc.stdout + proc.stderr).split())
     assert "restart planned" not in out and ": ready in" not in out, out[-3000:]
     assert pids() == before
     plan = json.loads(run(str(BIN / "pyinfra"), "inventories/lab.py", "deploy.py", "--dry", "--json", "--limit", HOST,
