@@ -285,6 +285,8 @@ class TargetOptions:
     api_key_file: Path | None
     inventory: str | None
     limit: tuple[str, ...]
+    data: tuple[str, ...]
+    instances: bool
 
 
 @dataclass(frozen=True)
@@ -334,7 +336,11 @@ _target_options = _options(
     click.option("--api-key-file", type=_FILE, help="File holding the API key (mode 600). Else LLMFLEET_API_KEY "
                  "or OPENAI_API_KEY from the environment, else none (URL mode)."),
     click.option("--inventory", help="Probe every vLLM host of this pyinfra inventory with its group data."),
-    click.option("--limit", multiple=True, help="With --inventory: only these hosts or groups (repeatable)."))
+    click.option("--limit", multiple=True, help="With --inventory: only these hosts or groups (repeatable)."),
+    click.option("--data", multiple=True, help="With --inventory: override a setting for every host, as pyinfra's "
+                 "--data (repeatable)."),
+    click.option("--instances", is_flag=True, help="With --inventory: also each instance of a host's serving layout "
+                 "on its own (the front door's /instances/<name>/ route), at its share of probe_check_rps."))
 _trial_options = _options(
     "trial", TrialOptions,
     click.option("--rate", type=_POSITIVE, help="Offered rate (requests/s) of the check, or where the search "
@@ -412,6 +418,13 @@ def _check_combinations(targets: TargetOptions, trial: TrialOptions, search: Sea
         if targets.limit:
             raise click.UsageError(f"--limit {','.join(targets.limit)} with a URL: --limit chooses hosts of an "
                                    "inventory (fix: --inventory INV --limit HOST, or leave --limit out)")
+        if targets.data:
+            raise click.UsageError(f"--data {' '.join(targets.data)} with a URL: --data sets inventory hosts' group "
+                                   "data (fix: --inventory INV --data KEY=VALUE, or the URL mode's own options)")
+        if targets.instances:
+            raise click.UsageError("--instances with a URL: a host's instances come from its vllm_layout in an "
+                                   "inventory (fix: --inventory INV --instances, or the instance's own URL, "
+                                   "http://HOST:PORT/instances/NAME)")
         return
     from click.core import ParameterSource
 
@@ -458,7 +471,8 @@ def _probe_targets(targets: TargetOptions, workload: WorkloadOptions, ceiling: C
     from llmfleet.probe import fleet
 
     if targets.inventory:
-        hosts = fleet.targets(targets.inventory, list(targets.limit) or None)
+        hosts = fleet.targets(targets.inventory, list(targets.limit) or None, instances=targets.instances,
+                              data=list(targets.data) or None)
         for t in hosts:
             t.config = _configured(t.config, overrides)
             t.tokenizer = workload.tokenizer or t.tokenizer
@@ -495,7 +509,8 @@ def _report(t, rep, output: OutputOptions):
     baseline recorded when asked."""
     from llmfleet.probe import report
 
-    name = t.host or t.url.split("//", 1)[1].replace(":", "_").replace("/", "_")
+    # a host's file, or <host>.<instance> for an instance of its layout (fleet.instance_targets)
+    name = t.host.replace("/", ".") if t.host else t.url.split("//", 1)[1].replace(":", "_").replace("/", "_")
     wide = Console(width=max(console.width, 130))
     output.out_dir.mkdir(parents=True, exist_ok=True)
     (output.out_dir / f"{name}.json").write_text(rep.model_dump_json(indent=2) + "\n")

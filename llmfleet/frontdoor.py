@@ -27,6 +27,12 @@ ADMIN_SOCKET = "/run/haproxy/admin.sock"  # Debian's default runtime API socket
 BACKEND = "vllm_instances"
 
 
+def instance_path(name: str) -> str:
+    """Where the front door's service port serves one instance on its own (the rest of the path
+    is the instance's own: /instances/<name>/v1/completions is its /v1/completions)."""
+    return f"/instances/{name}"
+
+
 def instance_metrics_path(name: str) -> str:
     """Where the front door's metrics port serves an instance's own /metrics."""
     return f"/instances/{name}/metrics"

@@ -1,7 +1,8 @@
 """frontdoor: on a host with a serving layout, HAProxy runs as rendered in front of the instances:
 active and enabled, its configuration the rendered one, every instance UP in its stats, a
-completion through it (the host's one endpoint), 401 there without the key, and its own
-Prometheus metrics on vllm_frontdoor_metrics_port."""
+completion through it (the host's one endpoint) and through each instance's own route
+(/instances/<name>/), 401 there without the key, and its own Prometheus metrics on
+vllm_frontdoor_metrics_port."""
 
 import hashlib
 
@@ -22,7 +23,9 @@ def door(host, settings) -> dict:
             "stats": run_remote(host, "frontdoor_admin", "state", frontdoor.ADMIN_SOCKET, frontdoor.BACKEND),
             "probe": run_remote(host, "vllm_probe", str(settings.vllm_port), settings.vllm_served_model_name, key),
             "metrics": run_remote(host, "vllm_probe", str(settings.vllm_frontdoor_metrics_port),
-                                  settings.vllm_served_model_name, "-")}
+                                  settings.vllm_served_model_name, "-"),
+            "routes": {i.name: run_remote(host, "vllm_probe", str(settings.vllm_port), settings.vllm_served_model_name,
+                                          key, frontdoor.instance_path(i.name)) for i in layout.instances(settings)}}
 
 
 def test_frontdoor_active_and_enabled(host_name, door):
@@ -54,6 +57,18 @@ def test_a_completion_through_the_frontdoor_and_401_without_the_key(host_name, s
     if settings.vllm_api_key_file:
         expect(host_name, "front door: /v1 without the API key (models, completion)",
                {"models": 401, "completion": 401}, probe["without_key"])
+
+
+def test_each_instance_answers_on_its_own_route_through_the_frontdoor(host_name, settings, door):
+    """What the probe per instance measures (llmfleet probe --instances): a completion there, and
+    401 without the key (the instance checks it on this route too)."""
+    routes = door["routes"]
+    expect(host_name, f"front door {frontdoor.instance_path('<name>')}/v1/completions tokens",
+           {name: 4 for name in routes}, {name: r["completion_tokens"] for name, r in routes.items()})
+    if settings.vllm_api_key_file:
+        expect(host_name, f"front door {frontdoor.instance_path('<name>')}/v1 without the API key",
+               {name: {"models": 401, "completion": 401} for name in routes},
+               {name: r["without_key"] for name, r in routes.items()})
 
 
 def test_frontdoor_exports_its_own_metrics(host_name, settings, door):

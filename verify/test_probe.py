@@ -3,8 +3,10 @@ each class's slo_p95_e2e_ms), errors and timeouts counted against them, and, wit
 baseline (probe_baseline_file), is no worse than it by more than probe_baseline_tolerance.
 
 One short open-loop trial per host from this machine (what a client sees); its report is kept in
-reports/probe/<host>.json and .png. `llmfleet probe --inventory ... --search` finds the effective
-throughput."""
+reports/probe/<host>.json and .png. On a host with a serving layout, each instance also gets a
+trial of its own through the front door's /instances/<name>/ route at its share of the check rate
+(reports/probe/<host>.<instance>.json). `llmfleet probe --inventory ... --search` finds the
+effective throughput."""
 
 from pathlib import Path
 
@@ -18,33 +20,59 @@ pytestmark = pytest.mark.acceptance  # performance, not state: onboarding runs i
 REPORTS = Path(__file__).resolve().parents[1] / "reports" / "probe"
 
 
-@pytest.fixture(scope="module")
-def probed(host_name, host_data, settings):
-    if not settings.vllm_enabled:
-        pytest.skip("vllm_enabled is False for this host: nothing serves here")
-    t = fleet.target_of(host_name, settings, host_data.get("ssh_hostname") or host_name)
+def _probe(t: fleet.Target):
     try:
-        rep = run_probe(t.url, t.model, t.api_key, t.config, tokenizer=t.tokenizer, host=host_name,
+        rep = run_probe(t.url, t.model, t.api_key, t.config, tokenizer=t.tokenizer, host=t.host,
                         gpu_profile=t.gpu_profile, tensor_parallel=t.tensor_parallel, model_dir=t.model_dir,
                         model_dtype=t.model_dtype, baseline_file=t.baseline_file, log=lambda m: None)
     except ProbeError as exc:
-        pytest.fail(f"{host_name}: the probe could not run: {exc}")
+        pytest.fail(f"{t.host}: the probe could not run: {exc}")
     REPORTS.mkdir(parents=True, exist_ok=True)
-    (REPORTS / f"{host_name}.json").write_text(rep.model_dump_json(indent=2) + "\n")
-    report.plot(rep, REPORTS / f"{host_name}.png")
-    return t, rep
+    name = str(t.host).replace("/", ".")
+    (REPORTS / f"{name}.json").write_text(rep.model_dump_json(indent=2) + "\n")
+    report.plot(rep, REPORTS / f"{name}.png")
+    return rep
+
+
+def _target(host_name, host_data, settings) -> fleet.Target:
+    if not settings.vllm_enabled:
+        pytest.skip("vllm_enabled is False for this host: nothing serves here")
+    return fleet.target_of(host_name, settings, host_data.get("ssh_hostname") or host_name)
+
+
+@pytest.fixture(scope="module")
+def probed(host_name, host_data, settings):
+    t = _target(host_name, host_data, settings)
+    return t, _probe(t)
+
+
+def _verdict(where: str, t: fleet.Target, trial) -> str:
+    o = trial.overall
+    p95 = "failed requests" if o.e2e_ms.p95 is None else f"{o.e2e_ms.p95:.0f} ms"
+    return (f"{where}: at {trial.offered_rps:g} req/s expected P95 end-to-end <= {t.config.slo_p95_e2e_ms:g} ms "
+            f"(probe_slo_p95_e2e_ms) and every class within its SLO; actual: P95 {p95}, {o.failed} of "
+            f"{o.requests} failed {o.errors or ''}: {'; '.join(trial.reasons)}")
 
 
 def test_sla_holds_at_the_check_rate(host_name, probed):
     t, rep = probed
     trial = rep.trials[-1]
-    o = trial.overall
-    p95 = "failed requests" if o.e2e_ms.p95 is None else f"{o.e2e_ms.p95:.0f} ms"
-    assert trial.passed, (
-        f"{host_name}: at {trial.offered_rps:g} req/s (probe_check_rps) expected P95 end-to-end <= "
-        f"{t.config.slo_p95_e2e_ms:g} ms (probe_slo_p95_e2e_ms) and every class within its SLO; actual: P95 {p95}, "
-        f"{o.failed} of {o.requests} failed {o.errors or ''}: {'; '.join(trial.reasons)} "
-        f"(report: reports/probe/{host_name}.json)")
+    assert trial.passed, f"{_verdict(host_name, t, trial)} (probe_check_rps; report: reports/probe/{host_name}.json)"
+
+
+def test_each_instance_carries_its_share_of_the_check_rate(host_name, host_data, settings):
+    """A layout's instances, each on its own: one that cannot carry its share is found even while
+    the front door hides it behind the others."""
+    instances = fleet.instance_targets(_target(host_name, host_data, settings), settings)
+    if not instances:
+        pytest.skip("no vllm_layout: the host's one vllm.service is probed as the host")
+    failed = []
+    for t in instances:
+        trial = _probe(t).trials[-1]
+        if not trial.passed:
+            failed.append(f"{_verdict(str(t.host), t, trial)} (report: reports/probe/{str(t.host).replace('/', '.')}"
+                          ".json)")
+    assert not failed, "; ".join(failed)
 
 
 def test_the_client_kept_the_schedule(host_name, settings, probed):

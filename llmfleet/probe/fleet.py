@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 import stat
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from llmfleet.probe.config import ProbeConfig, ProbeError, from_settings
@@ -70,12 +70,37 @@ def target_of(host: str, settings, address: str) -> Target:
                   else None, profile, tp if isinstance(tp, int) else 1, baseline)
 
 
-def targets(inventory: str, limit: list[str] | None = None) -> list[Target]:
-    """Every vLLM host of the inventory (or those named in ``limit``: hosts or groups)."""
+def instance_targets(host_target: Target, settings) -> list[Target]:
+    """Each instance of a host's serving layout on its own, through the front door's
+    /instances/<name>/ route (the instances listen on the host only), at its share of the host's
+    probe_check_rps: its GPUs over the layout's (an equal share where instances have no GPUs, as
+    on the lab's CPU build). No baseline gate: a stored baseline is the host's. [] for a host
+    without a layout."""
+    from llmfleet import frontdoor, layout
+
+    instances = layout.instances(settings)
+    if not instances:
+        return []
+    gpus = sum(len(i.gpus) for i in instances)
+    out = []
+    for inst in instances:
+        share = len(inst.gpus) / gpus if gpus else 1 / len(instances)
+        config = host_target.config.model_copy(update={"check_rps": host_target.config.check_rps * share})
+        out.append(replace(host_target, host=f"{host_target.host}/{inst.name}",
+                           url=host_target.url + frontdoor.instance_path(inst.name), config=config,
+                           tensor_parallel=inst.tensor_parallel_size, baseline_file=None))
+    return out
+
+
+def targets(inventory: str, limit: list[str] | None = None, instances: bool = False,
+            data: list[str] | None = None) -> list[Target]:
+    """Every vLLM host of the inventory (or those named in ``limit``: hosts or groups), with
+    ``data`` ("KEY=VALUE", as pyinfra's --data) over each host's; with ``instances``, each
+    instance of a host's serving layout after the host (instance_targets)."""
     from llmfleet.inventory import read as read_inventory
     from llmfleet.settings import SettingsError, validate
 
-    chosen = read_inventory(inventory, limit=limit)
+    chosen = read_inventory(inventory, data=data, limit=limit)
     out, problems = [], []
     for h in chosen:
         try:
@@ -84,7 +109,8 @@ def targets(inventory: str, limit: list[str] | None = None) -> list[Target]:
             problems.append(str(exc))
             continue
         if s.vllm_enabled:
-            out.append(target_of(h["name"], s, h["data"].get("ssh_hostname") or h["name"]))
+            t = target_of(h["name"], s, h["data"].get("ssh_hostname") or h["name"])
+            out += [t, *(instance_targets(t, s) if instances else [])]
     if problems:
         raise ProbeError("; ".join(problems))
     if not out:

@@ -1,5 +1,6 @@
 """The served API as a client sees it, from the host itself (run as root: it reads the API key
-file). Arguments: port, served model name, key file or "-". Prints JSON; never the key."""
+file). Arguments: port, served model name, key file or "-", and optionally a path prefix (the
+front door's /instances/<name> route to one instance). Prints JSON; never the key."""
 
 import json
 import sys
@@ -9,8 +10,9 @@ import urllib.request
 from _helpers import api_key  # llmfleet/remote/_helpers.py, sent along by python_script
 
 port, name, key_file = sys.argv[1], sys.argv[2], sys.argv[3]
+prefix = sys.argv[4] if len(sys.argv) > 4 else ""
 key = api_key(key_file)
-base = f"http://127.0.0.1:{port}"
+base = f"http://127.0.0.1:{port}{prefix}"
 
 
 def call(path, body=None, auth=True):

@@ -81,7 +81,7 @@ def laid_out(lab):
     return watch
 
 
-def test_a_host_moves_from_vllm_service_to_two_pinned_instances_behind_its_front_door(lab, laid_out):
+def test_a_host_moves_from_vllm_service_to_two_pinned_instances_behind_its_front_door(lab, laid_out, tmp_path):
     assert lab_ssh(HOST, "test ! -e /etc/systemd/system/vllm.service && ! systemctl is-active -q vllm.service",
                    check=False).returncode == 0, "vllm.service is left on the host"
     assert poller.complete(address(), api_key(), "tiny-llama") == 1
@@ -90,6 +90,19 @@ def test_a_host_moves_from_vllm_service_to_two_pinned_instances_behind_its_front
     assert proc.returncode == 0, proc.stdout[-4000:]
     # the checks of each instance ran (not skipped): its CPUs, memory policy, and the front door's
     assert "passed" in proc.stdout and "skipped" not in proc.stdout.splitlines()[-1], proc.stdout[-2000:]
+    # the probe through the front door (as clients see the host) and each instance on its own route
+    probe = run(str(BIN / "llmfleet"), "probe", "--inventory", "inventories/lab.py", "--limit", HOST, "--data",
+                LAYOUT, "--instances", "--requests", "10", "--warmup", "0", "--out-dir", str(tmp_path), check=False,
+                timeout=600)
+    assert probe.returncode == 0, (probe.stdout + probe.stderr)[-3000:]
+    reports = {p.name: json.loads(p.read_text()) for p in tmp_path.glob("*.json")}
+    assert sorted(reports) == [f"{HOST}.a.json", f"{HOST}.b.json", f"{HOST}.json"], sorted(reports)
+    for name, doc in reports.items():
+        overall = doc["trials"][0]["overall"]
+        assert (doc["passed"], overall["requests"], overall["failed"]) == (True, 10, 0), (name, overall)
+    # an instance's share of the host's check rate (probe_check_rps 2: 1 req/s each)
+    assert reports[f"{HOST}.a.json"]["trials"][0]["offered_rps"] == reports[f"{HOST}.json"]["trials"][0][
+        "offered_rps"] / 2
 
 
 def test_a_flag_change_rolls_one_instance_at_a_time_while_the_probe_sees_no_failed_request(lab, laid_out, tmp_path):

@@ -198,6 +198,10 @@ def test_the_front_door_balances_over_the_instances_and_holds_no_secret(tmp_path
     # each instance's own metrics through the metrics port (instances listen on the host only)
     assert "use_backend metrics_a if { path /instances/a/metrics }" in lines
     assert cfg.count("http-request set-path /metrics") == 2
+    # each instance on its own through the service port (the probe per instance): the prefix is
+    # taken off before the request reaches it, and the key is still its to check
+    assert "use_backend instance_b if { path_beg /instances/b/ }" in lines
+    assert "http-request replace-path /instances/b(/.*) \\1" in lines
     with pytest.raises(ValueError, match="no vllm_layout"):
         frontdoor.render_config(ok(vllm_flags={"dtype": "half", "tensor-parallel-size": 8},
                                    vllm_model=MODEL | {"num_attention_heads": 32}))

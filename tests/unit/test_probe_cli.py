@@ -137,8 +137,8 @@ def test_inventory_mode_probes_every_target_with_the_options_over_its_own_settin
     asked = []
     own = group_data_config(slo_p95_e2e_ms=5000.0, repeats=1)
 
-    def targets(inventory, limit=None):
-        asked.append((inventory, limit))
+    def targets(inventory, limit=None, instances=False, data=None):
+        asked.append((inventory, limit, instances, data))
         return [inventory_target("gpu-1", config=own), inventory_target("gpu-2-fail")]
 
     monkeypatch.setattr(fleet, "targets", targets)
@@ -147,7 +147,7 @@ def test_inventory_mode_probes_every_target_with_the_options_over_its_own_settin
     result = probe("--inventory", "inventories/prod.py", "--limit", "gpu-1", "--limit", "gpus", "--warmup", "0",
                    "--tokenizer", str(tmp_path), "--baseline", str(baseline), "--out-dir", str(tmp_path / "out"))
     assert result.exit_code == 1, result.output  # one target's SLA did not hold
-    assert asked == [("inventories/prod.py", ["gpu-1", "gpus"])]
+    assert asked == [("inventories/prod.py", ["gpu-1", "gpus"], False, None)]
     assert [c["host"] for c in calls] == ["gpu-1", "gpu-2-fail"]
     assert calls[0]["config"] == group_data_config(slo_p95_e2e_ms=5000.0, repeats=1, warmup_s=0.0)
     assert calls[1]["config"] == group_data_config(warmup_s=0.0)
@@ -157,6 +157,49 @@ def test_inventory_mode_probes_every_target_with_the_options_over_its_own_settin
         assert (c["tokenizer"], c["baseline_file"]) == (tmp_path, baseline)
         assert (c["model_dir"], c["model_dtype"], c["tensor_parallel"]) == (Path(f"/models/{host}"), "float16", 2)
         assert json.loads((tmp_path / "out" / f"{host}.json").read_text())["passed"] == (host == "gpu-1")
+
+
+def test_instances_are_probed_after_their_host_each_with_a_report_of_its_own(runs, monkeypatch, tmp_path):
+    calls, _ = runs
+    asked = []
+    host = inventory_target("gpu-1")
+
+    def targets(inventory, limit=None, instances=False, data=None):
+        asked.append((instances, data))
+        return [host, *fleet.instance_targets(host, layout_settings())]
+
+    monkeypatch.setattr(fleet, "targets", targets)
+    result = probe("--inventory", "inventories/prod.py", "--instances", "--data", "vllm_layout=2x4", "--out-dir",
+                   str(tmp_path))
+    assert result.exit_code == 0, result.output
+    assert asked == [(True, ["vllm_layout=2x4"])]
+    assert [(c["host"], c["url"]) for c in calls] == [
+        ("gpu-1", "http://gpu-1:8000"), ("gpu-1/a", "http://gpu-1:8000/instances/a"),
+        ("gpu-1/b", "http://gpu-1:8000/instances/b")]
+    assert sorted(p.name for p in tmp_path.glob("*.json")) == ["gpu-1.a.json", "gpu-1.b.json", "gpu-1.json"]
+
+
+def layout_settings():
+    """8 x V100 SXM2 as two instances of four GPUs (the 13B model of tests/unit/test_layout.py)."""
+    from llmfleet.settings import validate
+
+    d = {k: v for k, v in DEFAULTS.items() if not k.startswith("__")}
+    d["vllm_model"] = {"name": "m", "version": "1", "source": "https://models.internal/m-1.tar", "sha256": "a" * 64,
+                       "torch_dtype": "float16", "num_attention_heads": 40}
+    d["vllm_flags"] = {k: v for k, v in d["vllm_flags"].items() if k != "tensor-parallel-size"}
+    return validate("gpu-1", d | {"vllm_layout": "2x4"})
+
+
+def test_each_instance_is_measured_at_its_gpus_share_of_the_check_rate_without_the_hosts_baseline(tmp_path):
+    host = inventory_target("gpu-1", config=group_data_config(check_rps=10.0))
+    host.baseline_file = tmp_path / "baseline.json"
+    a, b = fleet.instance_targets(host, layout_settings())
+    assert (a.host, a.url, a.config.check_rps, a.tensor_parallel, a.baseline_file) == (
+        "gpu-1/a", "http://gpu-1:8000/instances/a", 5.0, 4, None)
+    assert (b.host, b.config.check_rps, b.api_key, b.model) == ("gpu-1/b", 5.0, host.api_key, host.model)
+    assert host.config.check_rps == 10.0 and host.url == "http://gpu-1:8000"  # the host's own target unchanged
+    hand = layout_settings().model_copy(update={"vllm_layout": None})
+    assert fleet.instance_targets(host, hand) == []  # no layout: the host is its one instance
 
 
 URL = ("http://gpu-1:8000", "--model", "m1")
@@ -223,6 +266,8 @@ def test_a_file_option_given_a_folder_or_a_folder_option_given_a_file_is_a_usage
      "--gpu-profile, --tensor-parallel with --inventory: for a URL only; each inventory host's come from its "
      "group data"),
     (("--inventory", "inventories/lab.py", "--model", "m1"), "--model with --inventory"),
+    ((*URL, "--data", "probe_check_rps=3"), "--data probe_check_rps=3 with a URL: --data sets inventory hosts'"),
+    ((*URL, "--instances"), "--instances with a URL: a host's instances come from its vllm_layout in an inventory"),
 ])
 def test_options_that_cannot_go_together_are_a_usage_error(runs, args, message):
     calls, _ = runs
