@@ -485,6 +485,16 @@ nvidia_driver_version = "580.95.05"
 # "proprietary" (Volta needs it) or "open" (Turing and newer).
 nvidia_driver_flavour = "proprietary"
 
+# ---------------------------------------------------------------------------------------------
+# fabric_manager: NVIDIA Fabric Manager, on NVSwitch boards only (the profile's nvswitches > 0: HGX A100,
+# HGX H100/H800/H200). Its packages, nvidia-fabricmanager and libnvidia-nscq (-<branch> names before
+# R580), are installed at exactly nvidia_driver_version with the driver, in the same apt transaction,
+# pinned and held with it; the service is enabled and running before vLLM starts (the vLLM units order
+# after it). No settings of its own: the profile and nvidia_driver_version decide. A host without
+# NVSwitch gets nothing, and the deploy says so; a host whose PCI bus disagrees with its profile's
+# nvswitches stops the deploy (CUDA error 802 without Fabric Manager, or a fabric that is not there).
+# ---------------------------------------------------------------------------------------------
+
 # cuda_toolkit: the CUDA toolkit version (major.minor), pinned by package name (cuda-toolkit-12-9).
 cuda_toolkit_version = "12.9"
 
