@@ -207,13 +207,21 @@ def install(settings: Settings) -> list[str]:
     apt.packages(name=f"kernel headers for {facts['kernel']}", packages=[f"linux-headers-{facts['kernel']}"],
                  no_recommends=True)
     what = f"NVIDIA driver {settings.nvidia_driver_version} ({settings.nvidia_driver_flavour})"
-    driver = installed(name=what + (" with Fabric Manager and NSCQ" if fm_packages else ""),
-                       packages=packages | fm_packages, label="nvidia_driver", remove=replaced)
-    if nouveau.will_change or driver.will_change:
+    transaction = installed(name=what + (" with Fabric Manager and NSCQ" if fm_packages else ""),
+                            packages=packages | fm_packages, label="nvidia_driver", remove=replaced)
+    # the driver's own packages decide the initramfs, DKMS and reboot; Fabric Manager alone (held at
+    # another version) needs none of them, only its service restarted (operations/fabric_manager.py)
+    driver_changes = transaction.will_change and moves(facts["packages"], packages)
+    if nouveau.will_change or driver_changes:
         server.shell(name="initramfs regenerated (nouveau blacklist, NVIDIA modules)", commands=["update-initramfs -u"])
-    if not driver.will_change:
+    if not driver_changes:
         dkms_built(name=f"DKMS module for kernel {facts['kernel']}", kernel=facts["kernel"])
-    return reboot_reasons(settings, facts, driver.will_change)
+    return reboot_reasons(settings, facts, driver_changes)
+
+
+def moves(installed: dict[str, str], packages: dict[str, str]) -> bool:
+    """Whether installing `packages` changes any of them (installed: package -> version on the host)."""
+    return any(installed.get(p) != v for p, v in packages.items())
 
 
 def fabric_packages(settings: Settings, facts: dict) -> tuple[dict[str, str], list[str]]:
