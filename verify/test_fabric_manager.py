@@ -23,8 +23,12 @@ def _no_fabric_manager(settings) -> str:
 
 def test_nvswitches_on_the_pci_bus(host_name, settings, gpu_profile, fm_state):
     """The NVSwitches the profile says (a board that lost one, or an HGX host under a PCIe profile, shows here)."""
-    expect(host_name, f"NVSwitches on PCI, vendor 0x10de class 0x0680 (gpu_profiles.{settings.gpu_profile}.nvswitches)",
-           gpu_profile.nvswitches, len(fm_state["pci_nvswitches"]))
+    found = {"on the PCI bus (vendor 0x10de, class 0x0680)": len(fm_state["pci_nvswitches"])}
+    if fm_state["registered_nvswitches"] is not None:  # the driver's nvidia-nvswitch module is loaded
+        registered = fm_state["registered_nvswitches"]
+        found["registered by the driver (/proc/driver/nvidia-nvswitch/devices)"] = len(registered)
+    expect(host_name, f"NVSwitches (gpu_profiles.{settings.gpu_profile}.nvswitches)",
+           {where: gpu_profile.nvswitches for where in found}, found)
 
 
 def test_fabric_manager_service_enabled_and_running(host_name, settings, gpu_profile, fm_state):

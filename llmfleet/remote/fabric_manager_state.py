@@ -34,6 +34,9 @@ def service():
     """systemctl is-active / is-enabled answer on stdout whatever their exit status (inactive, disabled)."""
     if not shutil.which("systemctl"):
         return {"active": "no systemd (systemctl not found)", "enabled": "no systemd (systemctl not found)"}
+    if not os.path.isdir("/run/systemd/system"):  # sd_booted(3): systemd is not PID 1 (a container, a VM's shell)
+        return {"active": "no systemd running (not booted with systemd)",
+                "enabled": "no systemd running (not booted with systemd)"}
 
     def ask(verb):
         try:
