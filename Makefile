@@ -71,7 +71,7 @@ lab-down: venv
 #   make verify-device [DATA='--data gpu_profile=v100_sxm2_32gb_x8 --data nvidia_driver_flavour=proprietary']
 # (the second: its GPU checks fail as a V100 host's would; inventories/device.py says why)
 GPU_VERIFY := verify/test_gpu_health.py verify/test_nvidia_driver.py verify/test_nvidia_persistence.py \
-              verify/test_gpu_clocks.py verify/test_gpu_interconnect.py
+              verify/test_gpu_clocks.py verify/test_fabric_manager.py verify/test_gpu_interconnect.py
 DEVICE_PY  ?= python3
 verify-device:
 	@if [ -d .whl ]; then $(DEVICE_PY) -m pip install -q --no-index --no-deps --no-compile --upgrade \

@@ -14,6 +14,7 @@ from operations import (
                         chrony,
                         cpu_governor,
                         cuda_toolkit,
+                        fabric_manager,
                         frontdoor,
                         gpu_clocks,
                         kernel_cmdline,
@@ -42,7 +43,8 @@ module_blacklist.configure(settings)
 cpu_governor.configure(settings)
 
 # GPU stack (does nothing, visibly, on a host without an NVIDIA GPU)
-driver_reboot = nvidia_driver.install(settings)
+driver_reboot = nvidia_driver.install(settings)  # with Fabric Manager's packages on NVSwitch boards
+fabric_manager.configure(settings, driver_reboot)
 cuda_toolkit.install(settings)
 nvidia_persistence.configure(settings)
 gpu_clocks.configure(settings)

@@ -135,8 +135,23 @@ module_blacklist = []
 #   driver_branch_min/max  driver branches that support the GPU (max None: no known end)
 #   cuda_max_major      newest CUDA major version that builds for it (None: no known end)
 #   memory_errors       "page_retirement" (up to Volta) or "row_remapping" (A100 and newer)
-#   supported_clocks    memory MHz -> [lowest, highest] graphics MHz (nvidia-smi -q -d SUPPORTED_CLOCKS)
-#   app_clocks          the application clocks to apply (memory first, as nvidia-smi -ac takes them)
+#   ecc                 "on" (ECC memory, must be enabled), "off" (has ECC, run disabled: a GeForce's
+#                       default) or "none"
+#   supported_clocks    memory MHz -> [lowest, highest] graphics MHz (nvidia-smi -q -d SUPPORTED_CLOCKS);
+#                       {} for a GPU without application clocks
+#   app_clocks          the application clocks to apply (memory first, as nvidia-smi -ac takes them);
+#                       None: the GPU has none (GeForce), and gpu_clocks does nothing, visibly
+#   nvswitches          NVSwitch chips on the board (HGX A100: 6, HGX H100/H800/H200: 4; 0: none). With
+#                       NVSwitch, CUDA starts only while NVIDIA Fabric Manager runs at exactly the driver's
+#                       version (the fabric_manager component installs it with the driver)
+#   gpu_fabric          what NVML's GPU fabric state is on a healthy host: "completed" (Hopper and newer
+#                       on NVSwitch), "not_supported" (no fabric: pre-Hopper, no NVSwitch, one GPU passed
+#                       through to a VM), None (not recorded: verify reports it and skips)
+# Derived, not stored: FP8 tensor cores from compute capability 8.9 (llmfleet/compat.py), the open kernel
+# modules' status from the generation (compat.GENERATIONS: unsupported up to Volta, recommended from
+# Turing, required from Blackwell; a profile's driver_flavours must agree with it).
+# Sources of the profiles below: docs/gpu-generations-sources.md (and ../shared/facts/gpu-generations.md);
+# [unverified] marks what no primary source confirmed.
 # The interconnect (verify/test_gpu_interconnect.py: onboarding acceptance, skipped by audits):
 #   nvlink_pairs        "i-j" -> NVLink links between GPU i and GPU j, as `nvidia-smi topo -m`
 #                       shows them (NV2 = 2 links); pairs left out must go over PCIe (PIX/PXB/PHB/NODE/SYS)
@@ -164,6 +179,7 @@ gpu_profiles = {
         "driver_branch_max": 580,  # R580 is the last branch for Volta (NVIDIA driver/architecture matrix)
         "cuda_max_major": 12,  # CUDA 13 dropped Volta
         "memory_errors": "page_retirement",
+        "ecc": "on",
         # HBM2 runs at 877 MHz only; default application clocks 877/1290, max 877/1530
         # (nvidia-smi -q output in NVIDIA/nvidia-docker#1076)
         "supported_clocks": {877: [135, 1530]},
@@ -181,6 +197,10 @@ gpu_profiles = {
         # links of 25 GB/s a direction = 150 GB/s a GPU, about 80 % of line rate for NCCL's protocol
         # (NVIDIA/nccl-tests#212, a maintainer's figure) = 120 GB/s; a link down costs a ring channel.
         "allreduce_min_busbw_gbs": {256: 90.0, 1024: 100.0},
+        # the DGX-1 cube-mesh wires NVLink GPU to GPU: no NVSwitch, no Fabric Manager (FM's guide covers
+        # NVSwitch systems only; an 8 x V100 board with NVSwitch is a DGX-2/HGX-2: a profile of its own)
+        "nvswitches": 0,
+        "gpu_fabric": "not_supported",  # NVML's GPU fabric information is for Hopper and newer
         "source": "../shared/facts/v100-vllm.md",
     },
     "v100_pcie_32gb_x8": {
@@ -198,6 +218,7 @@ gpu_profiles = {
         "driver_branch_max": 580,
         "cuda_max_major": 12,
         "memory_errors": "page_retirement",
+        "ecc": "on",
         # default 877/1230, max 877/1380 (nvidia-smi -q logs; unverified against a datasheet)
         "supported_clocks": {877: [135, 1380]},
         "app_clocks": {"memory": 877, "graphics": 1380},
@@ -207,6 +228,8 @@ gpu_profiles = {
         # Estimate: PCIe 3.0 x16 is 15.75 GB/s a direction; NCCL's ring over PCIe reaches about 10-12
         # GB/s within a switch and less across the CPUs
         "allreduce_min_busbw_gbs": {1024: 8.0},
+        "nvswitches": 0,
+        "gpu_fabric": "not_supported",
         "source": "../shared/facts/v100-vllm.md",
     },
     # The H200 the `device` tool lends for testing: one GPU passed through to a VM, so NVLink is
@@ -227,12 +250,18 @@ gpu_profiles = {
         "driver_branch_max": None,
         "cuda_max_major": None,
         "memory_errors": "row_remapping",
+        "ecc": "on",  # nvidia-smi -q there: ECC Mode Enabled
         "supported_clocks": {3201: [345, 1980], 2201: [345, 1980]},
         "app_clocks": {"memory": 3201, "graphics": 1980},
         "nvlink_pairs": {},
         "gpu_numa_nodes": None,
         "p2p": "none",
         "allreduce_min_busbw_gbs": {},  # one GPU: no all-reduce
+        # One GPU of an HGX board passed through to a VM: its NVSwitches stay outside the VM (no NVSwitch
+        # on its PCI bus, so no Fabric Manager in it), and nvidia-smi -q shows Fabric State "N/A" there
+        # (2026-12-01, ../shared/facts/gpu-generations.md "observed H200 stack"): NVML reports no fabric.
+        "nvswitches": 0,
+        "gpu_fabric": "not_supported",
         "source": "NVML on the lent H200, 2026-11-29",
     },
 }
@@ -250,6 +279,9 @@ gpu_profiles["h200_141gb_x2"] = gpu_profiles["h200_141gb_x1"] | {
     "gpu_numa_nodes": [0, 0],
     "p2p": "all_pairs",
     "allreduce_min_busbw_gbs": {64: 210.0, 256: 240.0, 1024: 260.0},
+    # NVLink without an NVSwitch on the VM's bus (the host's Fabric Manager, if any, is outside the VM);
+    # the GPU fabric state there was not recorded
+    "gpu_fabric": None,
     "source": "NVML, nvidia-smi topo -m and llmfleet/remote/gpu_allreduce.py on the lent 2 x H200, 2026-11-29",
 }
 # Four H200s as the `device` tool lends them (nvidia-h200-x4), measured there on 2026-11-29 in
@@ -262,6 +294,168 @@ gpu_profiles["h200_141gb_x4"] = gpu_profiles["h200_141gb_x2"] | {
     "gpu_numa_nodes": [0, 0, 0, 0],
     "allreduce_min_busbw_gbs": {64: 240.0, 256: 270.0, 1024: 280.0},
     "source": "NVML, nvidia-smi topo -m and llmfleet/remote/gpu_allreduce.py on the lent 4 x H200, 2026-11-29",
+}
+
+# The other GPU generations of the fleet: HGX A100, A100 PCIe, HGX H100 / H800 / H200 and RTX 4090.
+# Not measured on a host of ours: every value carries its source, [unverified] where none confirmed it
+# (docs/gpu-generations-sources.md lists them). Clocks: the memory clock follows from the datasheet
+# bandwidth (MHz x 2 x bus width / 8), the lowest graphics clock is unverified except on H200. Thresholds
+# of the all-reduce are left empty (measured and reported, not checked) until a known-good host of that
+# model gives them; gpu_numa_nodes None: the server model decides (set it from `nvidia-smi topo -m`).
+_ALL_PAIRS_8 = [f"{i}-{j}" for i in range(8) for j in range(i + 1, 8)]
+
+# HGX A100 8-GPU (DGX A100 alike): six 2nd-generation NVSwitches; each GPU has 12 NVLink 3 links, two to
+# each NVSwitch (Fabric Manager user guide), so every pair reaches the other over 12 links (topo -m NV12).
+gpu_profiles["a100_sxm4_80gb_x8"] = {
+    "model_name": "NVIDIA A100-SXM4-80GB",  # NVML's name (open-gpu-kernel-modules README)
+    "pci_device_id": "0x20b2",  # pci.ids: GA100 [A100 SXM4 80GB]
+    "count": 8,
+    "memory_mib": 81920,  # observed in nvidia-smi output (A800-SXM4-80GB alike: dexmal/dexbotic#41)
+    "memory_bandwidth_gbs": 2039.0,  # HBM2e, NVIDIA A100 datasheet as quoted by secondary sources
+    "pcie_gen": 4,
+    "pcie_width": 16,
+    "nvlink_links": 12,
+    "compute_capability": 8.0,  # CUDA GPUs list; A100 deviceQuery
+    "driver_flavours": ["open", "proprietary"],  # open recommended (Ampere); open from R515 (compat)
+    "driver_branch_min": 450,  # DCGM: "R450 and later is required on systems using NVSwitch"
+    "driver_branch_max": None,
+    "cuda_max_major": None,
+    "memory_errors": "row_remapping",  # NVIDIA "A100 GPU memory error management": GA100
+    "ecc": "on",
+    # HBM2e at 1593 MHz (2039 GB/s = 1593 x 2 x 5120 bit / 8); 1410 MHz boost; lowest 210 [unverified]
+    "supported_clocks": {1593: [210, 1410]},
+    "app_clocks": {"memory": 1593, "graphics": 1410},
+    "nvlink_pairs": {pair: 12 for pair in _ALL_PAIRS_8},
+    "gpu_numa_nodes": None,
+    "p2p": "all_pairs",
+    "allreduce_min_busbw_gbs": {},
+    "nvswitches": 6,
+    # NVML's fabric information is "for Hopper or newer" (nvml.h): an A100 reports none [inferred, not
+    # run on an A100]; verify proves Fabric Manager there by the service and by CUDA starting (no error 802)
+    "gpu_fabric": "not_supported",
+    "source": "docs/gpu-generations-sources.md (HGX A100 8-GPU)",
+}
+# A100 80GB PCIe cards, eight in a server, without NVLink bridges: every pair over PCIe.
+gpu_profiles["a100_pcie_80gb"] = {
+    "model_name": "NVIDIA A100 80GB PCIe",
+    "pci_device_id": "0x20b5",  # pci.ids: GA100 [A100 PCIe 80GB]
+    "count": 8,
+    "memory_mib": 81920,
+    "memory_bandwidth_gbs": 1935.0,  # HBM2e, datasheet as quoted by secondary sources
+    "pcie_gen": 4,
+    "pcie_width": 16,
+    "nvlink_links": 0,
+    "compute_capability": 8.0,
+    "driver_flavours": ["open", "proprietary"],
+    "driver_branch_min": 450,
+    "driver_branch_max": None,
+    "cuda_max_major": None,
+    "memory_errors": "row_remapping",
+    "ecc": "on",
+    # 1512 MHz memory (1935 GB/s = 1512 x 2 x 5120 / 8), 1410 MHz graphics: observed (nvtop); lowest [unverified]
+    "supported_clocks": {1512: [210, 1410]},
+    "app_clocks": {"memory": 1512, "graphics": 1410},
+    "nvlink_pairs": {},
+    "gpu_numa_nodes": None,
+    "p2p": "none",  # PCIe peer access depends on the switches and the IOMMU/ACS settings
+    "allreduce_min_busbw_gbs": {},
+    "nvswitches": 0,
+    "gpu_fabric": "not_supported",
+    "source": "docs/gpu-generations-sources.md (A100 PCIe 80GB)",
+}
+# The same cards with NVLink bridges: pairs of cards joined by three bridges, 12 NVLink 3 links a pair
+# (600 GB/s, the datasheet's "NVLink Bridge for 2 GPUs") [link count unverified: topo -m not seen].
+# Which cards a bridge joins is the chassis's: here 0-1, 2-3, 4-5, 6-7 (adjust to `nvidia-smi topo -m`).
+gpu_profiles["a100_pcie_80gb_nvlink"] = gpu_profiles["a100_pcie_80gb"] | {
+    "nvlink_links": 12,
+    "nvlink_pairs": {"0-1": 12, "2-3": 12, "4-5": 12, "6-7": 12},
+    "p2p": "nvlink_pairs",
+    "source": "docs/gpu-generations-sources.md (A100 PCIe 80GB with NVLink bridges)",
+}
+# HGX H100 8-GPU: four 3rd-generation NVSwitches (lspci: 4 x 10de:22a3 "GH100 [H100 NVSwitch]"), 18
+# NVLink 4 links per GPU, every pair NV18 in topo -m.
+gpu_profiles["h100_sxm5_80gb_x8"] = {
+    "model_name": "NVIDIA H100 80GB HBM3",
+    "pci_device_id": "0x2330",  # pci.ids: GH100 [H100 SXM5 80GB]
+    "count": 8,
+    "memory_mib": 81920,  # NVML reports 81559 MiB (NVIDIA/nccl#1264)
+    "memory_bandwidth_gbs": 3350.0,  # HBM3, 3.35 TB/s
+    "pcie_gen": 5,
+    "pcie_width": 16,
+    "nvlink_links": 18,  # nvtrust#16 (NVIDIA's GPU map "nvlink": {"number": 18})
+    "compute_capability": 9.0,
+    "driver_flavours": ["open", "proprietary"],  # open recommended (Hopper)
+    "driver_branch_min": 525,  # first open-module release listing it (525.47.07); proprietary minimum [unverified]
+    "driver_branch_max": None,
+    "cuda_max_major": None,
+    "memory_errors": "row_remapping",  # GH100
+    "ecc": "on",
+    # HBM3 at 2619 MHz (3352 GB/s = 2619 x 2 x 5120 / 8), graphics up to 1980 MHz [third-party script];
+    # lowest 345 as on H200 [unverified]
+    "supported_clocks": {2619: [345, 1980]},
+    "app_clocks": {"memory": 2619, "graphics": 1980},
+    "nvlink_pairs": {pair: 18 for pair in _ALL_PAIRS_8},
+    "gpu_numa_nodes": None,
+    "p2p": "all_pairs",
+    "allreduce_min_busbw_gbs": {},
+    "nvswitches": 4,
+    "gpu_fabric": "completed",  # nvidia-smi -q Fabric: State Completed, Status Success (Azure/azhpc-images#506)
+    "source": "docs/gpu-generations-sources.md (HGX H100 8-GPU)",
+}
+# HGX H800 8-GPU: the H100's die (GH100, 10de:2324) with NVLink cut to 8 links a GPU, 400 GB/s
+# (topo -m on 8 x H800: NV8 between every pair, vllm#40755) [no NVIDIA page found].
+gpu_profiles["h800_sxm5_80gb_x8"] = gpu_profiles["h100_sxm5_80gb_x8"] | {
+    "model_name": "NVIDIA H800",
+    "pci_device_id": "0x2324",  # pci.ids: GH100 [H800] (2324 = SXM: inferred, the PCIe card is 2322)
+    "memory_mib": 81920,  # 81559 MiB in one observed log [unverified, single source]
+    "nvlink_links": 8,
+    "nvlink_pairs": {pair: 8 for pair in _ALL_PAIRS_8},
+    "driver_branch_min": 525,  # first open-module release listing it (525.47.22)
+    # PCIe Gen5 x16, 3.35 TB/s: as H100 [unverified]; clocks 2619 / 1980 observed (DCGM#120)
+    # nvswitches 4 and gpu_fabric "completed": the HGX H800 baseboard is an NVSwitch board (NVIDIA vGPU
+    # docs list it); its count as H100's [inferred]; DCGM#120 shows an H800 reporting fabric state
+    "source": "docs/gpu-generations-sources.md (HGX H800 8-GPU)",
+}
+# HGX H200 8-GPU: the lent H200's GPU (h200_141gb_x1) on its NVSwitch board: 18 NVLink 4 links, 900 GB/s
+# (MLPerf's H200-SXM-141GBx8 system description), every pair NV18 (as measured on the lent 4 x H200).
+gpu_profiles["h200_sxm_141gb_x8"] = gpu_profiles["h200_141gb_x1"] | {
+    "count": 8,
+    "nvlink_links": 18,
+    "nvlink_pairs": {pair: 18 for pair in _ALL_PAIRS_8},
+    "gpu_numa_nodes": None,
+    "p2p": "all_pairs",
+    "allreduce_min_busbw_gbs": {},
+    "nvswitches": 4,  # the HGX H200 baseboard's, as HGX H100's [inferred]
+    "gpu_fabric": "completed",
+    "source": "docs/gpu-generations-sources.md (HGX H200 8-GPU)",
+}
+# GeForce RTX 4090, eight in a server: a consumer card. No NVLink, ECC off by default, no application
+# clocks (GeForce boards report "Applications Clocks: N/A"; use -lgc/-lmc there), no peer access assumed.
+gpu_profiles["rtx4090_24gb"] = {
+    "model_name": "NVIDIA GeForce RTX 4090",
+    "pci_device_id": "0x2684",  # pci.ids: AD102 [GeForce RTX 4090]
+    "count": 8,
+    "memory_mib": 24576,  # NVML reports 24564 MiB (QwenLM/Qwen2.5-Omni#288)
+    "memory_bandwidth_gbs": 1008.0,  # GDDR6X, 1,008 GB/s
+    "pcie_gen": 4,
+    "pcie_width": 16,
+    "nvlink_links": 0,  # "Multi-GPU Technology Not Available" (Puget Systems)
+    "compute_capability": 8.9,  # CUDA GPUs list: FP8 tensor cores (Ada)
+    "driver_flavours": ["open", "proprietary"],
+    "driver_branch_min": 525,  # first open-module release listing it (525.47.06); proprietary from 520 [unverified]
+    "driver_branch_max": None,
+    "cuda_max_major": None,
+    "memory_errors": "row_remapping",  # AD10x in NVIDIA's memory error management list; on the 4090 [unverified]
+    "ecc": "off",  # ECC exists and is off by default (a driver toggle) [secondary sources]
+    "supported_clocks": {},
+    "app_clocks": None,  # [unverified on a 4090 itself: other GeForce cards report N/A]
+    "nvlink_pairs": {},
+    "gpu_numa_nodes": None,
+    "p2p": "none",
+    "allreduce_min_busbw_gbs": {},
+    "nvswitches": 0,
+    "gpu_fabric": "not_supported",
+    "source": "docs/gpu-generations-sources.md (GeForce RTX 4090)",
 }
 
 # The all-reduce of the interconnect check (llmfleet/remote/gpu_allreduce.py): one process per GPU,
@@ -290,6 +484,16 @@ nvidia_repo_url = "https://developer.download.nvidia.com/compute/cuda/repos"
 nvidia_driver_version = "580.95.05"
 # "proprietary" (Volta needs it) or "open" (Turing and newer).
 nvidia_driver_flavour = "proprietary"
+
+# ---------------------------------------------------------------------------------------------
+# fabric_manager: NVIDIA Fabric Manager, on NVSwitch boards only (the profile's nvswitches > 0: HGX A100,
+# HGX H100/H800/H200). Its packages, nvidia-fabricmanager and libnvidia-nscq (-<branch> names before
+# R580), are installed at exactly nvidia_driver_version with the driver, in the same apt transaction,
+# pinned and held with it; the service is enabled and running before vLLM starts (the vLLM units order
+# after it). No settings of its own: the profile and nvidia_driver_version decide. A host without
+# NVSwitch gets nothing, and the deploy says so; a host whose PCI bus disagrees with its profile's
+# nvswitches stops the deploy (CUDA error 802 without Fabric Manager, or a fabric that is not there).
+# ---------------------------------------------------------------------------------------------
 
 # cuda_toolkit: the CUDA toolkit version (major.minor), pinned by package name (cuda-toolkit-12-9).
 cuda_toolkit_version = "12.9"

@@ -10,9 +10,16 @@ False): vllm_flags only keep the tensor-parallel size within its GPU count. Its 
 /usr/local/cuda-13.0) is not named here: none of these checks reads cuda_toolkit_version, and a
 V100 host's data could not name 13.0 (CUDA 13 dropped Volta), so it stays group data's.
 
-    make verify-device                                  # on that machine: passes
+    make verify-device                                  # on that machine: passes (Fabric Manager: its GPU
+                                                        # reports no fabric, no NVSwitch in the VM: skips)
     make verify-device DATA="--data gpu_profile=v100_sxm2_32gb_x8 --data nvidia_driver_flavour=proprietary"
                                                         # fails as a V100 host would (its GPU checks)
+    make verify-device DATA="--data gpu_profile=a100_sxm4_80gb_x8"
+    make verify-device DATA="--data gpu_profile=h100_sxm5_80gb_x8"
+    make verify-device DATA="--data gpu_profile=rtx4090_24gb"
+                                                        # fail as an HGX A100, HGX H100 or RTX 4090 host would
+                                                        # (count, model, memory, NVSwitches, Fabric Manager,
+                                                        # fabric state, clocks: expected and actual)
 
 A V100 host's data differs from this one in its profile and its kernel modules (Volta runs the
 proprietary ones only: the guardrails refuse the open ones for it). tests/unit/test_documented_commands.py

@@ -158,9 +158,10 @@ def monitoring_cmd(inventory: str, out_dir: str) -> None:
               "e.g. --data vllm_layout=4x2 to try a layout before writing it into group data.")
 def layout_cmd(inventory: str, limit: tuple[str, ...], data: tuple[str, ...]) -> None:
     """What each serving host's layout resolves to (instances, GPUs, parallel sizes, NUMA nodes,
-    ports), checked as the deploy checks it, without touching any host. Exit 1: a host's data is
-    refused (each problem with its fix)."""
+    ports), and the path its quantization and fp8 KV cache take on its GPUs, checked as the deploy
+    checks it, without touching any host. Exit 1: a host's data is refused (each problem with its fix)."""
     from llmfleet import layout
+    from llmfleet.gpu import precision_paths
     from llmfleet.inventory import read as read_inventory
     from llmfleet.settings import SettingsError, validate
 
@@ -175,6 +176,8 @@ def layout_cmd(inventory: str, limit: tuple[str, ...], data: tuple[str, ...]) ->
         if not settings.vllm_enabled:
             continue
         profile = settings.gpu_profiles.get(settings.gpu_profile) if settings.gpu_profile else None
+        for path in precision_paths(settings):  # the kernels its quantization and fp8 KV cache get
+            wide.print(f"{h['name']}: {path}", highlight=False)
         instances = layout.instances(settings)
         if instances is None:
             tp = settings.vllm_flags.get("tensor-parallel-size", 1)

@@ -73,19 +73,213 @@ TORCH_RELEASES: tuple[TorchRelease, ...] = (
     TorchRelease("2.11.0", None, False, "2.11 dropped Volta from its cu128/cu130 builds"),
 )
 
-# Lowest compute capability of each quantization method's kernels, in every vLLM version.
-# Source: `get_min_capability` of each method in vLLM 0.4.3 to 0.33.0 (../shared/facts/v100-vllm.md).
-QUANTIZATION_MIN_CC: dict[str, float] = {
-    "gptq": 6.0,
-    "awq": 7.5,
-    "gptq_marlin": 8.0,
-    "awq_marlin": 8.0,
-    "marlin": 8.0,
-}
-
 # bf16 needs compute capability 8.0; vLLM: "Bfloat16 is only supported on GPUs with compute
 # capability of at least 8.0" (vLLM platforms/cuda.py).
 BF16_MIN_CC = 8.0
+
+# FP8 tensor cores (Ada Lovelace and Hopper): vLLM runs FP8 weights natively (W8A8) from 8.9,
+# `supports_fp8()` = `has_device_capability(89)` (vLLM 0.19.1 platforms/cuda.py:411; 0.33.0 cuda.py:587).
+FP8_NATIVE_MIN_CC = 8.9
+
+
+@dataclass(frozen=True)
+class QuantizationRule:
+    """The lowest compute capability vLLM accepts a quantization method on (its config's
+    `get_min_capability`, enforced as "quantization method ... not supported for the current GPU",
+    vLLM 0.19.1 config/vllm.py:515), in a range of vLLM versions (first <= version < before)."""
+
+    method: str
+    first: str
+    before: str | None
+    min_cc: float
+    source: str
+    # from this compute capability the method runs its own kernels; between min_cc and it, vLLM takes
+    # the `fallback` path instead (FP8 below 8.9: weight-only FP8 through Marlin)
+    native_cc: float | None = None
+    fallback: str = ""
+
+
+_Q19 = "vLLM 0.19.1 model_executor/layers/quantization/"
+# Source: `get_min_capability` of each method, read in the released code (../shared/facts/v100-vllm.md
+# for 0.4.3 to 0.33.0; ../shared/facts/gpu-generations.md section 4 and the 0.19.1 sdist for the rest).
+# A method with no row for a version is refused as unknown (llmfleet cannot say where it runs).
+QUANTIZATION_RULES: tuple[QuantizationRule, ...] = (
+    QuantizationRule("gptq", "0.4.3", None, 6.0, _Q19 + "gptq.py:136 (60); the same in every version 0.4.3 to "
+                     "0.33.0 (0.33.0 maps it to AutoGPTQConfig, auto_gptq.py:182)"),
+    QuantizationRule("awq", "0.4.3", None, 7.5, _Q19 + "awq.py:75 (75); the same in every version 0.4.3 to 0.33.0"),
+    # Marlin: Ampere only when it came (vLLM PR #2497: "these kernels currently require Ampere"); PR #29901
+    # added Turing (sm_75). The release that first shipped 7.5 was not pinned down: 8.0 stays the rule
+    # before 0.19.1 (the stricter one), 7.5 is read in 0.19.1.
+    QuantizationRule("gptq_marlin", "0.4.3", "0.19.1", 8.0, "Marlin kernels need Ampere before vLLM PR #29901 "
+                     "(the release between that shipped sm_75 is not pinned down: the stricter value is kept)"),
+    QuantizationRule("gptq_marlin", "0.19.1", None, 7.5, _Q19 + "gptq_marlin.py:184 (75); 0.33.0 maps it to "
+                     "AutoGPTQConfig (60), whose wheels start at 7.5"),
+    QuantizationRule("awq_marlin", "0.4.3", "0.19.1", 8.0, "as gptq_marlin: Ampere before vLLM PR #29901"),
+    QuantizationRule("awq_marlin", "0.19.1", None, 7.5, _Q19 + "awq_marlin.py:207 (75); 0.33.0 AutoAWQConfig "
+                     "auto_awq.py:233 (75)"),
+    # "marlin" was a method of its own in early releases (min 8.0); 0.19.1 and 0.33.0 do not have it
+    QuantizationRule("marlin", "0.4.3", "0.19.1", 8.0, "the Marlin GPTQ format of early releases (Ampere only); "
+                     "not a method of 0.19.1 or 0.33.0 (absent from QuantizationMethods)"),
+    # FP8 weights: native W8A8 from 8.9; 7.5 to 8.8 run them weight-only through Marlin
+    QuantizationRule("fp8", "0.19.1", "0.33.1", 7.5, _Q19 + "fp8.py:146 (75); kernels/linear/scaled_mm/marlin.py:"
+                     "29-55 (MarlinFP8ScaledMMLinearKernel, 'for GPUs that lack FP8 hardware support'); 0.33.0 "
+                     "fp8.py:146 (75). The releases between are assumed alike [unverified]",
+                     native_cc=FP8_NATIVE_MIN_CC,
+                     fallback="weight-only FP8 through Marlin (MarlinFP8ScaledMMLinearKernel): the weights are "
+                              "stored in FP8, the arithmetic is 16-bit; it saves memory, not compute"),
+    QuantizationRule("modelopt", "0.19.1", "0.19.2", 8.9, _Q19 + "modelopt.py get_min_capability (89)"),
+    QuantizationRule("fbgemm_fp8", "0.19.1", "0.19.2", 8.0, _Q19 + "fbgemm_fp8.py get_min_capability (80)"),
+    QuantizationRule("compressed-tensors", "0.19.1", "0.19.2", 7.0,
+                     _Q19 + "compressed_tensors/compressed_tensors.py:116 (70); its W8A8-FP8 scheme needs 8.9 and "
+                     "falls back to W8A16-FP8 (7.5) below (:629-645)",
+                     native_cc=FP8_NATIVE_MIN_CC,
+                     fallback="for an FP8 checkpoint, the W8A16-FP8 scheme (weight-only FP8, 7.5 and newer)"),
+    QuantizationRule("bitsandbytes", "0.19.1", "0.19.2", 7.0, _Q19 + "bitsandbytes.py:105 (70); not registered "
+                     "in 0.33.0"),
+    QuantizationRule("experts_int8", "0.19.1", "0.19.2", 8.0, _Q19 + "experts_int8.py (80)"),
+    QuantizationRule("moe_wna16", "0.19.1", "0.19.2", 7.0, _Q19 + "moe_wna16.py (70)"),
+    QuantizationRule("mxfp4", "0.19.1", "0.19.2", 8.0, _Q19 + "mxfp4.py (80)"),
+    QuantizationRule("modelopt_fp4", "0.19.1", "0.19.2", 7.5, _Q19 + "modelopt.py ModelOptNvFp4Config (75)"),
+    QuantizationRule("gguf", "0.19.1", "0.19.2", 6.0, _Q19 + "gguf.py (60)"),
+)
+
+
+def quantization_rule(method: str, vllm_version: str) -> QuantizationRule | None:
+    """The rule of a quantization method in a vLLM version (None: not in the table for that version)."""
+    for rule in QUANTIZATION_RULES:
+        if rule.method == method and in_range(vllm_version, rule.first, rule.before):
+            return rule
+    return None
+
+
+def quantization_methods(vllm_version: str) -> list[str]:
+    """The methods the table knows for a vLLM version."""
+    return sorted({r.method for r in QUANTIZATION_RULES if in_range(vllm_version, r.first, r.before)})
+
+
+@dataclass(frozen=True)
+class AttentionBackend:
+    """What an attention backend of vLLM's V1 engine does with an fp8 KV cache, in a range of vLLM
+    versions (first <= version < before). vLLM tries the backends in a fixed order and takes the first
+    whose `validate_configuration` accepts the GPU and the KV-cache dtype (platforms/cuda.py
+    `_get_backend_priorities`, `get_valid_backends`); accepting is not always running."""
+
+    name: str
+    first: str
+    before: str | None
+    cc_min: float  # the GPUs it takes at all
+    cc_max: float | None  # None: no upper end
+    fp8_offered: tuple[str, ...]  # the fp8 kv-cache-dtype names it accepts when vLLM chooses
+    fp8_offered_cc: tuple[float, float] | None  # where it accepts them (None: on every GPU it takes)
+    fp8_runs: tuple[str, ...]  # the names it then runs
+    fp8_runs_cc: tuple[float, float] | None  # where it runs them (None: wherever it accepts them)
+    fails: str  # what happens where it accepts an fp8 cache it cannot run
+    source: str
+
+
+_FP8_KV = ("fp8", "fp8_e4m3", "fp8_e5m2")
+_E4M3 = ("fp8", "fp8_e4m3")
+_B19 = "vLLM 0.19.1 v1/attention/backends/"
+_TRITON_FAILS = ("Triton cannot compile an fp8 (fp8e4nv) cache below SM89: 'fp8e4nv data type is not supported on "
+                 "CUDA arch < 89' (vLLM issues #7714, #26431)")
+# The order vLLM tries them in for a model without MLA on every GPU but compute capability 10.x
+# (platforms/cuda.py:51-113 in 0.19.1), and what each takes. Read in the 0.19.1 sdist; 0.24.0 to 0.33.0
+# from ../shared/facts/gpu-generations.md section 4 and vLLM issue #47549 (FlashInfer's fp8 KV cache
+# no longer offered on SM75 from 0.24.0). Versions outside these rows: the path is not known here.
+ATTENTION_BACKENDS: tuple[AttentionBackend, ...] = (
+    # FLASH_ATTN accepts every fp8* name where FlashAttention 3 runs (SM90), but its kernels take
+    # e4m3 only: get_fp8_dtype_for_flashattn raises "Unrecognized FP8 dtype" for fp8_e5m2
+    AttentionBackend("FLASH_ATTN", "0.19.1", "0.24.0", 8.0, None, _FP8_KV, (9.0, 9.9), _E4M3, None,
+                     "fp8_e5m2 stops the engine at start: FlashAttention 3 takes e4m3 only ('Unrecognized FP8 "
+                     "dtype: fp8_e5m2', flash_attn.py:153-158)",
+                     _B19 + "flash_attn.py:165-180 (cc >= 8.0; fp8 where flash_attn_supports_fp8()), fa_utils.py:"
+                     "157-161 (FlashAttention 3 on SM90)"),
+    AttentionBackend("FLASHINFER", "0.19.1", "0.24.0", 7.5, 12.1, _FP8_KV, None, _FP8_KV, None, "",
+                     _B19 + "flashinfer.py:320-329, 393-396 (cc 7.5 to 12.1); flashinfer-python==0.6.6 is a "
+                     "requirement of vLLM 0.19.1 on CUDA (requirements/cuda.txt)"),
+    AttentionBackend("TRITON_ATTN", "0.19.1", "0.24.0", 0.0, None, _FP8_KV, None, _FP8_KV, (8.9, 99.0),
+                     _TRITON_FAILS, _B19 + "triton_attn.py:264-271, 353-354 (any cc), 399 and 476 (the cache is "
+                     "read as e4m3)"),
+    AttentionBackend("FLASH_ATTN", "0.24.0", "0.33.1", 8.0, None, _E4M3, (9.0, 10.9), _E4M3, None, "",
+                     "0.33.0 fa_utils.py:282-312: fp8 with FlashAttention 3 on SM90 and 4 on SM100, never fp8_e5m2 "
+                     "(the releases between assumed alike [unverified])"),
+    AttentionBackend("FLASHINFER", "0.24.0", "0.33.1", 8.0, 12.1, _FP8_KV, None, _FP8_KV, None, "",
+                     "0.33.0 flashinfer.py:696 (cc 8.0 to 12.1); SM75 dropped in 0.24.0 (vLLM issue #47549)"),
+    AttentionBackend("TRITON_ATTN", "0.24.0", "0.33.1", 0.0, None, _FP8_KV, None, _FP8_KV, (8.9, 99.0),
+                     _TRITON_FAILS, "0.33.0 triton_attn.py (../shared/facts/v100-vllm.md)"),
+)
+
+
+def _within(cc: float, span: tuple[float, float] | None) -> bool:
+    return span is None or span[0] <= cc <= span[1]
+
+
+def fp8_kv_cache_path(vllm_version: str, cc: float, kv_cache_dtype: str) -> tuple[bool | None, str]:
+    """Where vLLM puts an fp8 KV cache on a GPU of compute capability cc: (runs, the path in words).
+    runs is None where the table does not know (a vLLM version without rows, or 10.x, whose order differs)."""
+    rows = [b for b in ATTENTION_BACKENDS if in_range(vllm_version, b.first, b.before)]
+    if not rows or cc >= 10.0:
+        return None, (f"the attention backend vLLM {vllm_version} gives a {kv_cache_dtype} KV cache on compute "
+                      f"capability {cc:.1f} is not in llmfleet's table (read for 0.19.1 and 0.24.0 to 0.33.0, "
+                      "below 10.0)")
+    passed: list[str] = []
+    for b in rows:  # vLLM's order
+        if cc < b.cc_min or (b.cc_max is not None and cc > b.cc_max):
+            passed.append(f"{b.name} (not on compute capability {cc:.1f})")
+        elif kv_cache_dtype not in b.fp8_offered or not _within(cc, b.fp8_offered_cc):
+            passed.append(f"{b.name} (no {kv_cache_dtype} cache on compute capability {cc:.1f})")
+        else:
+            after = f", passing over {', '.join(passed)}" if passed else ""
+            if kv_cache_dtype in b.fp8_runs and _within(cc, b.fp8_runs_cc):
+                return True, f"{kv_cache_dtype} KV cache on {b.name}{after}"
+            return False, f"vLLM {vllm_version} gives it to {b.name}{after}, and there {b.fails}"
+    return False, f"no attention backend of vLLM {vllm_version} takes it: {', '.join(passed)}"
+
+
+@dataclass(frozen=True)
+class Generation:
+    """What NVIDIA supports for a GPU architecture: the driver flavours, the last driver branch and
+    CUDA major version. A GPU profile must stay inside its generation's row (llmfleet.gpu.profile_problems)."""
+
+    name: str
+    cc_first: float  # compute capabilities of the architecture, first..last inclusive
+    cc_last: float
+    open_modules: Literal["unsupported", "recommended", "required"]
+    driver_branch_last: int | None  # the last driver branch that supports it (None: no end announced)
+    cuda_major_last: int | None
+    source: str
+
+
+_KMOD = ("NVIDIA driver installation guide, 'Kernel Modules' (docs.nvidia.com/datacenter/tesla/driver-installation-"
+         "guide/kernel-modules.html): proprietary 'required for older GPUs from the Maxwell, Pascal, or Volta', open "
+         "'only for Turing and newer'")
+_OPEN = ("NVIDIA technical blog 'NVIDIA Transitions Fully Towards Open-Source GPU Kernel Modules' (2024): Turing, "
+         "Ampere, Ada Lovelace, Hopper: 'NVIDIA recommends switching to the open-source GPU kernel modules'; "
+         "Grace Hopper, Blackwell: 'you must use the open-source GPU kernel modules'")
+_LEGACY = ("R580 is the last driver branch, CUDA 12 the last toolkit for Maxwell, Pascal and Volta (CUDA 13 dropped "
+           "them)")
+GENERATIONS: tuple[Generation, ...] = (
+    Generation("Maxwell", 5.0, 5.3, "unsupported", 580, 12, f"{_KMOD}; {_LEGACY}"),
+    Generation("Pascal", 6.0, 6.2, "unsupported", 580, 12, f"{_KMOD}; {_LEGACY}"),
+    Generation("Volta", 7.0, 7.2, "unsupported", 580, 12,
+               f"{_KMOD}; R580 the last branch and CUDA 12 the last toolkit for Volta (../shared/facts/v100-vllm.md)"),
+    Generation("Turing", 7.5, 7.5, "recommended", None, None, _OPEN),
+    Generation("Ampere", 8.0, 8.7, "recommended", None, None, _OPEN),
+    Generation("Ada Lovelace", 8.9, 8.9, "recommended", None, None, _OPEN),
+    Generation("Hopper", 9.0, 9.0, "recommended", None, None, _OPEN),
+    Generation("Blackwell", 10.0, 12.1, "required", None, None, _OPEN),
+)
+# The first driver branch with the open kernel modules at all: "Starting in the 515 driver release
+# series, two 'flavors' of these kernel modules are provided" (the same installation guide page).
+OPEN_MODULES_FIRST_BRANCH = 515
+
+
+def generation(cc: float) -> Generation | None:
+    for row in GENERATIONS:
+        if row.cc_first <= round(cc, 1) <= row.cc_last:
+            return row
+    return None
+
 
 # Oldest driver branch each CUDA major version needs (NVIDIA CUDA toolkit release notes, "CUDA
 # Toolkit and corresponding driver versions": 12.x needs >= 525, 13.x needs >= 580).

@@ -70,11 +70,12 @@ class Preflight(FactBase[dict]):
 
 
 class NvidiaHost(FactBase[dict]):
-    """The host's NVIDIA state, in one round trip: GPUs on the PCI bus, the loaded kernel module
+    """The host's NVIDIA state, in one round trip: GPUs and NVSwitches on the PCI bus, the loaded kernel module
     (version, flavour), installed and held driver/CUDA packages, DKMS for the running kernel,
     and (where nvidia-smi answers) each GPU's application clocks and the supported clock pairs.
 
     {"os": "ubuntu", "os_version": "22.04", "kernel": "...", "pci_gpus": [{"slot", "device"}],
+     "pci_nvswitches": [{"slot", "device"}],
      "module": {"version": "580.95.05", "flavour": "proprietary", "banner": "NVRM version: ..."} | None,
      "packages": {name: version}, "held": [names], "dkms": [lines for the running kernel],
      "smi": [{"index", "app_memory", "app_graphics", "persistence"}], "supported_clocks": [[mem, gfx]]}

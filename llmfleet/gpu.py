@@ -31,6 +31,8 @@ def app_clocks(settings: Settings) -> AppClocks | None:
     profile = profile_of(settings)
     if profile is None:
         return None
+    if profile.app_clocks is None:
+        return None  # a GPU without application clocks (the guardrails refuse gpu_app_clocks for it)
     return settings.gpu_app_clocks or profile.app_clocks
 
 
@@ -63,11 +65,53 @@ def driver_problems(settings: Settings, profile: GpuProfile) -> list[str]:
             f"driver branch R{branch} is older than {gpu} needs (R{profile.driver_branch_min} or newer)",
             f"a version of branch {profile.driver_branch_min} or newer"))
     if settings.nvidia_driver_flavour not in profile.driver_flavours:
+        gen = compat.generation(profile.compute_capability)
+        why = {"unsupported": "NVIDIA's open modules support Turing and newer only",
+               "required": f"{gen.name if gen else 'this generation'} runs the open modules only: NVIDIA does not "
+                           "support the proprietary ones there"}.get(gen.open_modules if gen else "", "")
         problems.append(_bad(
             "nvidia_driver_flavour", settings.nvidia_driver_flavour,
-            f"{gpu} cannot use the {settings.nvidia_driver_flavour} kernel modules "
-            "(NVIDIA's open modules support Turing and newer only)",
+            f"{gpu} cannot use the {settings.nvidia_driver_flavour} kernel modules" + (f" ({why})" if why else ""),
             f"nvidia_driver_flavour = {profile.driver_flavours[0]!r}"))
+    elif settings.nvidia_driver_flavour == "open" and branch < compat.OPEN_MODULES_FIRST_BRANCH:
+        problems.append(_bad(
+            "nvidia_driver_version", settings.nvidia_driver_version,
+            f"driver branch R{branch} has no open kernel modules: they start with R{compat.OPEN_MODULES_FIRST_BRANCH}",
+            f"a version of branch {compat.OPEN_MODULES_FIRST_BRANCH} or newer, or nvidia_driver_flavour = "
+            "'proprietary'"))
+    return problems
+
+
+def profile_problems(settings: Settings, profile: GpuProfile) -> list[str]:
+    """A profile that claims what NVIDIA does not support for its GPU generation (compat.GENERATIONS):
+    open kernel modules before Turing, proprietary ones on Blackwell, driver branches or CUDA past the
+    generation's last. The shipped profiles agree with it; this guards the ones a fleet writes itself."""
+    field = f"gpu_profiles.{settings.gpu_profile}"
+    cc = profile.compute_capability
+    gen = compat.generation(cc)
+    if gen is None:
+        return [_bad(f"{field}.compute_capability", cc, "not a compute capability of a GPU generation llmfleet's "
+                     f"table knows ({', '.join(g.name for g in compat.GENERATIONS)})",
+                     "the GPU's compute capability (developer.nvidia.com/cuda-gpus), or add its generation to "
+                     "GENERATIONS in llmfleet/compat.py with its source")]
+    problems = []
+    if gen.open_modules == "unsupported" and "open" in profile.driver_flavours:
+        problems.append(_bad(f"{field}.driver_flavours", profile.driver_flavours,
+                             f"{gen.name} GPUs cannot run NVIDIA's open kernel modules ({gen.source})",
+                             "['proprietary']"))
+    if gen.open_modules == "required" and "proprietary" in profile.driver_flavours:
+        problems.append(_bad(f"{field}.driver_flavours", profile.driver_flavours,
+                             f"NVIDIA supports only the open kernel modules on {gen.name} ({gen.source})", "['open']"))
+    if gen.driver_branch_last is not None and (profile.driver_branch_max is None
+                                               or profile.driver_branch_max > gen.driver_branch_last):
+        problems.append(_bad(f"{field}.driver_branch_max", profile.driver_branch_max,
+                             f"R{gen.driver_branch_last} is the last driver branch for {gen.name} ({gen.source})",
+                             str(gen.driver_branch_last)))
+    if gen.cuda_major_last is not None and (profile.cuda_max_major is None
+                                            or profile.cuda_max_major > gen.cuda_major_last):
+        problems.append(_bad(f"{field}.cuda_max_major", profile.cuda_max_major,
+                             f"CUDA {gen.cuda_major_last} is the last toolkit for {gen.name} ({gen.source})",
+                             str(gen.cuda_major_last)))
     return problems
 
 
@@ -94,6 +138,12 @@ def cuda_problems(settings: Settings, profile: GpuProfile) -> list[str]:
 
 def clock_problems(settings: Settings, profile: GpuProfile) -> list[str]:
     """The application clocks against the pairs the GPU supports."""
+    if profile.app_clocks is None:
+        if settings.gpu_app_clocks is None:
+            return []
+        return [_bad("gpu_app_clocks", settings.gpu_app_clocks.model_dump(),
+                     f"{profile.model_name} has no application clocks (profile {settings.gpu_profile}: app_clocks "
+                     "None; GeForce boards refuse nvidia-smi -ac)", "gpu_app_clocks = None")]
     clocks = settings.gpu_app_clocks or profile.app_clocks
     if profile.clocks_supported(clocks):
         return []
@@ -143,13 +193,26 @@ def release_problems(settings: Settings, profile: GpuProfile) -> list[str]:
     return problems
 
 
+def _quantization(settings: Settings) -> tuple[str | None, str]:
+    """The quantization vLLM will run and the setting it comes from: vllm_flags.quantization, else the
+    checkpoint's own (vllm_model.quantization), which vLLM reads from its config.json."""
+    q = flags(settings).get("quantization")
+    if q is not None:
+        return str(q), "vllm_flags.quantization"
+    if settings.vllm_model is not None and settings.vllm_model.quantization is not None:
+        return settings.vllm_model.quantization, "vllm_model.quantization"
+    return None, ""
+
+
 def precision_problems(settings: Settings, profile: GpuProfile) -> list[str]:
-    """The dtype, the quantization method and the KV-cache dtype the GPU's kernels can run."""
+    """The dtype, the quantization method and the KV-cache dtype the GPU's kernels can run, in the
+    pinned vLLM (compat.QUANTIZATION_RULES, compat.ATTENTION_BACKENDS)."""
     problems = []
     gpu = _describe_gpu(settings, profile)
     cc = profile.compute_capability
+    version = settings.vllm_version
     f = flags(settings)
-    dtype, quantization = f.get("dtype", "auto"), f.get("quantization")
+    dtype = f.get("dtype", "auto")
     kv_cache_dtype = str(f.get("kv-cache-dtype", "auto"))
     model = settings.vllm_model
     if cc < compat.BF16_MIN_CC:
@@ -164,28 +227,72 @@ def precision_problems(settings: Settings, profile: GpuProfile) -> list[str]:
                 "vllm_flags.dtype", dtype,
                 f"'auto' takes the checkpoint's dtype (vllm_model.torch_dtype = 'bfloat16'), which {gpu} cannot run",
                 "vllm_flags.dtype = 'half'"))
+    quantization, source = _quantization(settings)
     if quantization is not None:
-        need_cc = compat.QUANTIZATION_MIN_CC.get(quantization)
-        if need_cc is None:
+        rule = compat.quantization_rule(quantization, version)
+        ok = [m for m in compat.quantization_methods(version)
+              if (r := compat.quantization_rule(m, version)) is not None and r.min_cc <= cc]
+        if rule is None:
             problems.append(_bad(
-                "vllm_flags.quantization", quantization,
-                f"not in llmfleet's table (it knows {', '.join(sorted(compat.QUANTIZATION_MIN_CC))})",
-                "a known method, or add it to QUANTIZATION_MIN_CC in llmfleet/compat.py with its source"))
-        elif need_cc > cc:
-            ok = sorted(m for m, c in compat.QUANTIZATION_MIN_CC.items() if c <= cc)
+                source, quantization,
+                f"not in llmfleet's table for vLLM {version} "
+                f"(it knows {', '.join(compat.quantization_methods(version))})",
+                "a known method, or add a QuantizationRule to llmfleet/compat.py with its source"))
+        elif rule.min_cc > cc:
             problems.append(_bad(
-                "vllm_flags.quantization", quantization,
-                f"its kernels need compute capability {need_cc:.1f}, which {gpu} lacks",
-                f"a checkpoint quantized with {' or '.join(ok) or 'no method'}, or none"))
-    release = compat.vllm_release(settings.vllm_version)
-    if kv_cache_dtype.startswith("fp8") and cc < 8.0 and release is not None \
-            and not release.kv_cache_fp8_on_volta:
-        problems.append(_bad(
-            "vllm_flags.kv-cache-dtype", kv_cache_dtype,
-            f"vLLM {settings.vllm_version} runs the {release.volta_engine} engine on {gpu}, whose attention "
-            "cannot use an fp8 KV cache there (only the V0 engine of vLLM <= 0.10.1 could)",
-            "vllm_flags.kv-cache-dtype = 'auto'"))
+                source, quantization,
+                f"its kernels need compute capability {rule.min_cc:.1f} in vLLM {version}, which {gpu} lacks "
+                f"({rule.source})",
+                f"a checkpoint quantized with {' or '.join(ok) or 'no method'}, or none"
+                if source.startswith("vllm_model")
+                else f"one of {', '.join(ok) or 'no method'}, or none (with a checkpoint made for it)"))
+    if kv_cache_dtype.startswith("fp8"):
+        runs, path = compat.fp8_kv_cache_path(version, cc, kv_cache_dtype)
+        release = compat.vllm_release(version)
+        if runs is False:
+            works = [d for d in ("fp8", "fp8_e4m3", "fp8_e5m2") if compat.fp8_kv_cache_path(version, cc, d)[0]]
+            problems.append(_bad(
+                "vllm_flags.kv-cache-dtype", kv_cache_dtype, f"on {gpu}, {path}",
+                f"vllm_flags.kv-cache-dtype = {works[0]!r}" if works else "vllm_flags.kv-cache-dtype = 'auto'"))
+        elif runs is None and cc < 8.0 and release is not None and not release.kv_cache_fp8_on_volta:
+            problems.append(_bad(
+                "vllm_flags.kv-cache-dtype", kv_cache_dtype,
+                f"vLLM {version} runs the {release.volta_engine} engine on {gpu}, whose attention "
+                "cannot use an fp8 KV cache there (only the V0 engine of vLLM <= 0.10.1 could)",
+                "vllm_flags.kv-cache-dtype = 'auto'"))
     return problems
+
+
+def precision_paths(settings: Settings) -> list[str]:
+    """Which path the host's quantization and KV cache take in the pinned vLLM on its GPUs, in words
+    (`llmfleet layout` and the deploy print them). Empty without a GPU profile, or with neither."""
+    profile = profile_of(settings)
+    if profile is None or settings.gpu_profile not in settings.gpu_profiles:
+        return []
+    gpu = _describe_gpu(settings, profile)
+    cc, version = profile.compute_capability, settings.vllm_version
+    paths = []
+    quantization, source = _quantization(settings)
+    if quantization is not None:
+        rule = compat.quantization_rule(quantization, version)
+        if rule is None:
+            paths.append(f"quantization {quantization} ({source}): not in llmfleet's table for vLLM {version}")
+        elif rule.min_cc > cc:
+            paths.append(f"quantization {quantization} ({source}): refused on {gpu}")
+        elif rule.native_cc is not None and cc < rule.native_cc:
+            paths.append(f"quantization {quantization} ({source}): vLLM {version} on {gpu} runs {rule.fallback} "
+                         f"(native from compute capability {rule.native_cc:.1f})")
+        elif rule.native_cc is not None:
+            paths.append(f"quantization {quantization} ({source}): vLLM {version} runs it natively on the FP8 tensor "
+                         f"cores of {gpu} (W8A8: weights and activations in FP8)")
+        else:
+            paths.append(f"quantization {quantization} ({source}): vLLM {version} runs its own kernels on {gpu}")
+    kv_cache_dtype = str(flags(settings).get("kv-cache-dtype", "auto"))
+    if kv_cache_dtype.startswith("fp8"):
+        runs, path = compat.fp8_kv_cache_path(version, cc, kv_cache_dtype)
+        verdict = {True: "", False: "refused: ", None: ""}[runs]
+        paths.append(f"kv-cache-dtype {kv_cache_dtype}: {verdict}{path}")
+    return paths
 
 
 def parallelism_problems(settings: Settings, profile: GpuProfile) -> list[str]:
@@ -212,7 +319,7 @@ def parallelism_problems(settings: Settings, profile: GpuProfile) -> list[str]:
 
 
 # the topics, in the order their problems are reported
-TOPICS = (driver_problems, cuda_problems, clock_problems, release_problems, precision_problems,
+TOPICS = (profile_problems, driver_problems, cuda_problems, clock_problems, release_problems, precision_problems,
           parallelism_problems)
 
 

@@ -129,9 +129,21 @@ class GpuProfile(BaseModel):
     driver_branch_max: int | None
     cuda_max_major: int | None
     memory_errors: Literal["page_retirement", "row_remapping"]
-    # memory clock (MHz) -> [lowest, highest] graphics clock (MHz) supported with it
-    supported_clocks: dict[int, tuple[int, int]] = Field(min_length=1)
-    app_clocks: AppClocks
+    # "on": ECC memory, which must be enabled; "off": the GPU has ECC and the fleet runs it disabled
+    # (a GeForce's default); "none": no ECC at all
+    ecc: Literal["on", "off", "none"]
+    # memory clock (MHz) -> [lowest, highest] graphics clock (MHz) supported with it; empty for a GPU
+    # without application clocks (app_clocks None)
+    supported_clocks: dict[int, tuple[int, int]]
+    app_clocks: AppClocks | None  # None: the GPU has no application clocks (GeForce: nvidia-smi -ac is refused)
+    # NVSwitch chips on the board (0: none). Non-zero: NVIDIA Fabric Manager must run at the driver's
+    # version, or CUDA does not start (operations/fabric_manager.py)
+    nvswitches: int = Field(ge=0)
+    # what NVML's GPU fabric information reports on a healthy host: "completed" (state Completed,
+    # status Success: Hopper and newer on an NVSwitch board), "not_supported" (no fabric to report:
+    # pre-Hopper GPUs, boards without NVSwitch, a GPU passed through to a VM alone); None: not
+    # recorded for this machine (verify reports what it reads, and skips)
+    gpu_fabric: Literal["completed", "not_supported"] | None
     # the interconnect (verify/test_gpu_interconnect.py, onboarding acceptance):
     # "i-j" -> NVLink links between GPU i and GPU j; pairs left out go over PCIe
     nvlink_pairs: dict[Annotated[str, Field(pattern=r"^[0-9]+-[0-9]+$")], Annotated[int, Field(gt=0)]] = {}
@@ -153,6 +165,20 @@ class GpuProfile(BaseModel):
             raise ValueError(f"gpu_numa_nodes has {len(self.gpu_numa_nodes)} entries, count is {self.count}")
         if self.count < 2 and self.allreduce_min_busbw_gbs:
             raise ValueError("allreduce_min_busbw_gbs on a one-GPU profile: there is no all-reduce to measure")
+        if self.app_clocks is None and self.supported_clocks:
+            raise ValueError("supported_clocks on a profile without application clocks (app_clocks None): drop them")
+        if self.app_clocks is not None and not self.supported_clocks:
+            raise ValueError("app_clocks without supported_clocks: give the pairs `nvidia-smi -q -d SUPPORTED_CLOCKS` "
+                             "lists, or app_clocks None for a GPU without application clocks")
+        if self.nvswitches and not self.nvlink_links:
+            raise ValueError(f"nvswitches = {self.nvswitches} with nvlink_links = 0: NVSwitches connect GPUs over "
+                             "NVLink")
+        if self.gpu_fabric == "completed" and not self.nvlink_links:
+            raise ValueError("gpu_fabric = 'completed' without NVLink (nvlink_links = 0): a GPU reports a fabric "
+                             "only on an NVSwitch board; use 'not_supported'")
+        if self.gpu_fabric == "completed" and self.compute_capability < 9.0:
+            raise ValueError(f"gpu_fabric = 'completed' on compute capability {self.compute_capability:.1f}: NVML "
+                             "reports GPU fabric state for Hopper (9.0) and newer only; use 'not_supported'")
         return self
 
     @property
@@ -160,6 +186,11 @@ class GpuProfile(BaseModel):
         """"7.0" -> "sm_70"."""
         major, minor = f"{self.compute_capability:.1f}".split(".")
         return f"sm_{major}{minor}"
+
+    @property
+    def fabric_manager(self) -> bool:
+        """Whether the board needs NVIDIA Fabric Manager (it has NVSwitch chips)."""
+        return self.nvswitches > 0
 
     def clocks_supported(self, clocks: AppClocks) -> bool:
         span = self.supported_clocks.get(clocks.memory)
@@ -183,6 +214,9 @@ class VllmModel(BaseModel):
     revision: Annotated[str, _pattern(r"[0-9a-f]{40}", "a commit (40 hex digits)")] | None = None
     torch_dtype: Literal["float16", "bfloat16", "float32"]
     num_attention_heads: PositiveInt
+    # the checkpoint's quantization (config.json quantization_config.quant_method, e.g. "fp8", "awq",
+    # "gptq", "compressed-tensors"), which vLLM uses when vllm_flags has no quantization; None: none
+    quantization: Annotated[str, _pattern(r"[a-z0-9_-]+", "a quantization method name like fp8")] | None = None
 
 
 Port = Annotated[int, Field(ge=1, le=65535, strict=True)]

@@ -157,15 +157,23 @@ def systemd_quote(word: str) -> str:
     return '"' + word.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
+def fabric_manager_host(settings: Settings) -> bool:
+    """Whether the host's GPU profile has NVSwitches: its vLLM units order after Fabric Manager."""
+    profile = settings.gpu_profiles.get(settings.gpu_profile) if settings.gpu_profile else None
+    return profile is not None and profile.fabric_manager
+
+
 def render_unit(settings: Settings, gpu: bool, instance: VllmInstance | None = None,
                 binding: Binding | None = None) -> str:
     """The unit: vllm.service without a layout, or one instance's, bound to its CPUs and memory
-    nodes through systemd's own properties (CPUAffinity=, NUMAPolicy=bind, NUMAMask=)."""
+    nodes through systemd's own properties (CPUAffinity=, NUMAPolicy=bind, NUMAMask=); on a GPU host
+    of an NVSwitch profile, ordered after nvidia-fabricmanager.service."""
     env = Environment(loader=FileSystemLoader(str(TEMPLATES)), undefined=StrictUndefined, keep_trailing_newline=True,
                       trim_blocks=True, lstrip_blocks=True)
     env.filters["systemd_quote"] = systemd_quote
     return env.get_template(UNIT_NAME + ".j2").render(
         served_model_name=settings.vllm_served_model_name, vllm_version=settings.vllm_version, gpu=gpu,
+        fabric_manager=gpu and fabric_manager_host(settings),
         instance=instance, binding=binding,
         user=settings.service_user, env=instance_env(settings, instance), api_key_file=API_KEY_FILE if
         settings.vllm_api_key_file else None,

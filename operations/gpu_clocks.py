@@ -15,7 +15,7 @@ from llmfleet.facts import NvidiaHost
 from llmfleet.gpu import app_clocks
 from llmfleet.settings import Settings
 from operations import template
-from operations.nvidia_driver import skipped
+from operations.nvidia_driver import say, skipped
 
 UNIT = "llmfleet-gpu-clocks.service"
 
@@ -55,7 +55,10 @@ def configure(settings: Settings):
     if skipped(settings, "gpu_clocks"):
         return
     clocks = app_clocks(settings)
-    assert clocks is not None  # None only without a gpu_profile, and skipped() is True then
+    if clocks is None:  # skipped() returned already where there is no profile
+        say(f"gpu_clocks: skipped: the GPUs of profile {settings.gpu_profile} have no application clocks "
+            "(app_clocks None: GeForce boards refuse nvidia-smi -ac)")
+        return
     unit = files.template(name="boot unit applies the application clocks", src=template("gpu_clocks", UNIT + ".j2"),
                           dest=f"/etc/systemd/system/{UNIT}", mode="644", memory=clocks.memory,
                           graphics=clocks.graphics)

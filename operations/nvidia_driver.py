@@ -15,6 +15,7 @@ from pyinfra.api import OperationValueError, StringCommand, deploy, operation
 from pyinfra.facts.apt import noninteractive_apt
 from pyinfra.operations import apt, files, server
 
+from llmfleet import fabric_manager
 from llmfleet.facts import NvidiaHost
 from llmfleet.gpu import driver_branch, profile_of
 from llmfleet.settings import Settings
@@ -65,9 +66,14 @@ def skipped(settings: Settings, component: str) -> bool:
     run (not only with -v, as pyinfra's noop descriptions are)."""
     why = skip_reason(settings, component)
     if why:
-        host.noop(why)
-        host.log_styled(why, fg="yellow", log_func=logger.info)
+        say(why)
     return why is not None
+
+
+def say(why: str) -> None:
+    """A component's reason for doing nothing (or less), printed on every run, not only with -v."""
+    host.noop(why)
+    host.log_styled(why, fg="yellow", log_func=logger.info)
 
 
 def skip_reason(settings: Settings, component: str) -> str | None:
@@ -126,22 +132,27 @@ def repository(url: str):
 
 
 @operation()
-def installed(packages: dict[str, str], label: str):
+def installed(packages: dict[str, str], label: str, remove: list[str] | None = None):
     """
     The packages are installed at exactly these versions and held (apt-mark hold), so neither
-    `apt upgrade` nor unattended-upgrades moves them; a wrong version is replaced (up or down).
+    `apt upgrade` nor unattended-upgrades moves them; a wrong version is replaced (up or down). They
+    move together, in one apt transaction: the driver and, on an NVSwitch board, Fabric Manager and
+    NSCQ at the same version, never one without the others.
 
     + packages: {package: exact Debian version}
     + label: what the packages are, for the output
+    + remove: installed packages these replace (another branch's names): removed in the same transaction
     """
     facts = host.get_fact(NvidiaHost)
     have, held = facts["packages"], set(facts["held"])
     wrong = {p: v for p, v in packages.items() if have.get(p) != v}
-    if wrong:
-        moving = sorted(p for p in packages if p in held)
+    gone = sorted(p for p in remove or [] if p in have)
+    if wrong or gone:
+        moving = sorted(p for p in [*packages, *gone] if p in held)
         if moving:
             yield StringCommand("apt-mark unhold " + " ".join(moving))
-        specs = " ".join(shlex.quote(f"{p}={v}") for p, v in sorted(packages.items()))
+        # apt's `name-` removes a package in the same transaction that installs the others
+        specs = " ".join([shlex.quote(f"{p}={v}") for p, v in sorted(packages.items())] + [f"{p}-" for p in gone])
         yield StringCommand(noninteractive_apt("install -q --no-install-recommends --allow-downgrades "
                                                f"--allow-change-held-packages {specs}"))
         yield StringCommand("apt-mark hold " + " ".join(sorted(packages)))
@@ -180,6 +191,8 @@ def install(settings: Settings) -> list[str]:
     distro = repo_distro(facts, host.name)
     repo = f"{settings.nvidia_repo_url.rstrip('/')}/{distro}/x86_64"
     packages = driver_packages(facts["os"], settings.nvidia_driver_flavour, settings.nvidia_driver_version)
+    # on an NVSwitch board, Fabric Manager and NSCQ at the driver's version, in the driver's transaction
+    fm_packages, replaced = fabric_packages(settings, facts)
 
     # repository (configure): gnupg for apt.key's dearmor, then key, source and pin
     apt_installed("gnupg for the repository key", ["gnupg"], settings.apt_cache_valid_s, no_recommends=True)
@@ -193,13 +206,38 @@ def install(settings: Settings) -> list[str]:
     # install: the running kernel's headers first (the DKMS build in the driver's postinst needs them)
     apt.packages(name=f"kernel headers for {facts['kernel']}", packages=[f"linux-headers-{facts['kernel']}"],
                  no_recommends=True)
-    driver = installed(name=f"NVIDIA driver {settings.nvidia_driver_version} ({settings.nvidia_driver_flavour})",
-                       packages=packages, label="nvidia_driver")
-    if nouveau.will_change or driver.will_change:
+    what = f"NVIDIA driver {settings.nvidia_driver_version} ({settings.nvidia_driver_flavour})"
+    transaction = installed(name=what + (" with Fabric Manager and NSCQ" if fm_packages else ""),
+                            packages=packages | fm_packages, label="nvidia_driver", remove=replaced)
+    # the driver's own packages decide the initramfs, DKMS and reboot; Fabric Manager alone (held at
+    # another version) needs none of them, only its service restarted (operations/fabric_manager.py)
+    driver_changes = transaction.will_change and moves(facts["packages"], packages)
+    if nouveau.will_change or driver_changes:
         server.shell(name="initramfs regenerated (nouveau blacklist, NVIDIA modules)", commands=["update-initramfs -u"])
-    if not driver.will_change:
+    if not driver_changes:
         dkms_built(name=f"DKMS module for kernel {facts['kernel']}", kernel=facts["kernel"])
-    return reboot_reasons(settings, facts, driver.will_change)
+    return reboot_reasons(settings, facts, driver_changes)
+
+
+def moves(installed: dict[str, str], packages: dict[str, str]) -> bool:
+    """Whether installing `packages` changes any of them (installed: package -> version on the host)."""
+    return any(installed.get(p) != v for p, v in packages.items())
+
+
+def fabric_packages(settings: Settings, facts: dict) -> tuple[dict[str, str], list[str]]:
+    """Fabric Manager's packages at the driver's version where the profile has NVSwitches (empty
+    otherwise), and the installed ones of another branch's name they replace. A profile that does not
+    match the NVSwitches on the host's PCI bus stops the deploy here, before any change."""
+    profile = profile_of(settings)
+    assert profile is not None and settings.gpu_profile is not None  # skipped() returned before otherwise
+    problems = fabric_manager.host_problems(host.name, settings.gpu_profile, profile.nvswitches,
+                                            len(facts["pci_nvswitches"]))
+    if problems:
+        raise OperationValueError("; ".join(problems))
+    if not profile.fabric_manager:
+        return {}, []
+    wanted = fabric_manager.packages(settings.nvidia_driver_version)
+    return wanted, fabric_manager.replaced(facts["packages"], wanted)
 
 
 def reboot_reasons(settings: Settings, facts: dict, changing: bool) -> list[str]:

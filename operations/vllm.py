@@ -52,7 +52,7 @@ from pyinfra.operations import files, server, systemd
 from llmfleet import frontdoor, layout
 from llmfleet import vllm_service as vllm
 from llmfleet.facts import NumaNodes, PortHolders, VllmEnvironment, VllmFlags, VllmState, python_script
-from llmfleet.gpu import profile_of
+from llmfleet.gpu import precision_paths, profile_of
 from llmfleet.schema import VllmInstance
 from llmfleet.settings import Settings
 
@@ -546,6 +546,9 @@ def serve(settings: Settings, gpu: bool):
             systemd.service(name="vllm: stopped and disabled (vllm_enabled is False)", service=vllm.UNIT_NAME,
                             running=False, enabled=False)
         return
+    if gpu:  # which kernels the quantization and an fp8 KV cache get on these GPUs (llmfleet/gpu.py)
+        for path in precision_paths(settings):
+            host.log_styled(f"vllm: {path}", log_func=logger.info)
     instances = layout.instances(settings)
     state = host.get_fact(VllmState, paths=_paths(settings, instances))
     if not state["model_ready"] and urlparse(vllm.model(settings).source).scheme == "file":

@@ -39,12 +39,23 @@ def test_memory(host_name, gpu_profile, gpu_state):
                  else f"{g['memory_mib']} MiB" for g in _gpus(gpu_state)})
 
 
-def test_ecc(host_name, gpu_state):
+def test_ecc(host_name, settings, gpu_profile, gpu_state):
+    """ECC as the profile says: on (and no volatile uncorrectable error), off (a GeForce's default), or
+    none at all (NVML: Not Supported)."""
     gpus = _gpus(gpu_state)
-    expect_each(host_name, "ECC mode (current)", 1, {g["index"]: g["ecc_current"] for g in gpus})
-    expect_each(host_name, "ECC mode (pending, after the next reset)", 1, {g["index"]: g["ecc_pending"] for g in gpus})
-    expect_each(host_name, "volatile uncorrectable ECC errors", 0,
-                {g["index"]: g["ecc_volatile_uncorrected"] for g in gpus})
+    setting = f"gpu_profiles.{settings.gpu_profile}.ecc = {gpu_profile.ecc}"
+    if gpu_profile.ecc == "none":
+        expect_each(host_name, f"ECC mode ({setting})", "not supported",
+                    {g["index"]: "not supported" if "Not Supported" in str(g["ecc_current"]) else g["ecc_current"]
+                     for g in gpus})
+        return
+    want = 1 if gpu_profile.ecc == "on" else 0
+    expect_each(host_name, f"ECC mode, current ({setting})", want, {g["index"]: g["ecc_current"] for g in gpus})
+    expect_each(host_name, f"ECC mode, pending after the next reset ({setting})", want,
+                {g["index"]: g["ecc_pending"] for g in gpus})
+    if gpu_profile.ecc == "on":
+        expect_each(host_name, "volatile uncorrectable ECC errors", 0,
+                    {g["index"]: g["ecc_volatile_uncorrected"] for g in gpus})
 
 
 def test_memory_error_management(host_name, gpu_profile, gpu_state):

@@ -46,6 +46,18 @@ def pci_gpus(devices="/sys/bus/pci/devices"):
             if p["vendor"] == NVIDIA_VENDOR and (p["class"] or "").startswith(GPU_CLASSES)]
 
 
+# NVSwitch chips: vendor 0x10de, class 0x0680 ("Bridge: other"), e.g. 10de:1af1 "GA100 [A100 NVSwitch]",
+# 10de:22a3 "GH100 [H100 NVSwitch]" (pci.ids; lspci -nn of an HGX H100: four of them). NVIDIA's nForce
+# chipsets of the 2000s used that class for their Ethernet: never on a GPU server.
+NVSWITCH_CLASS = "0x0680"
+
+
+def pci_nvswitches(devices="/sys/bus/pci/devices"):
+    """The NVSwitches on the PCI bus, whether or not a driver sees them: [{"slot", "device"}], in slot order."""
+    return [{"slot": p["slot"], "device": p["device"]} for p in pci_devices(devices)
+            if p["vendor"] == NVIDIA_VENDOR and (p["class"] or "").startswith(NVSWITCH_CLASS)]
+
+
 def nvidia_module(version_file="/sys/module/nvidia/version", banner_file="/proc/driver/nvidia/version"):
     """The loaded NVIDIA kernel module: {"version", "flavour": "open" | "proprietary", "banner": the
     driver's first line}, or None when none is loaded. The open modules say "Open Kernel Module" in

@@ -5,6 +5,7 @@ torch). Every section records its own error instead of failing the whole read.
 Read-only: it sets nothing on any GPU.
 """
 
+import ctypes
 import json
 import shutil
 import subprocess
@@ -60,6 +61,7 @@ def nvml_state():
                 "nvlink_states": links,
                 "compute_capability": get(n.nvmlDeviceGetCudaComputeCapability, h),
             }
+            gpu["fabric"] = fabric_info(n, h)
             if isinstance(gpu["remapped_rows"], tuple):
                 corr, uncorr, pending, failure = gpu["remapped_rows"]
                 gpu["remapped_rows"] = {"correctable": corr, "uncorrectable": uncorr, "pending": bool(pending),
@@ -68,6 +70,25 @@ def nvml_state():
         return out
     finally:
         n.nvmlShutdown()
+
+
+def fabric_info(n, handle):
+    """The GPU's fabric registration (NVSwitch boards, Hopper and newer): {"state", "status"} as NVML
+    gives them (nvmlDeviceGetGpuFabricInfoV, or the older nvmlDeviceGetGpuFabricInfo), or {"error"}
+    ("Not Supported" where the GPU has no fabric to report)."""
+    try:
+        if hasattr(n, "nvmlDeviceGetGpuFabricInfoV") and hasattr(n, "c_nvmlGpuFabricInfo_v2_t"):
+            info = n.c_nvmlGpuFabricInfo_v2_t()
+            n.nvmlDeviceGetGpuFabricInfoV(handle, ctypes.byref(info))
+        elif hasattr(n, "nvmlDeviceGetGpuFabricInfo"):
+            info = n.c_nvmlGpuFabricInfo_t()
+            n.nvmlDeviceGetGpuFabricInfo(handle, ctypes.byref(info))
+        else:
+            return {"error": "this nvidia-ml-py has no GPU fabric API (nvmlDeviceGetGpuFabricInfo)"}
+    except n.NVMLError as exc:
+        return {"error": str(exc)}
+    # nvml.h declares the state an unsigned char; pynvml maps it on a wider integer
+    return {"state": int(info.state) & 0xFF, "status": int(info.status)}
 
 
 def module_state():

@@ -5,10 +5,12 @@ import os
 import re
 import shutil
 
-from _helpers import nvidia_module, pci_gpus, sh  # llmfleet/remote/_helpers.py, sent along by python_script
+# llmfleet/remote/_helpers.py, sent along by python_script
+from _helpers import nvidia_module, pci_gpus, pci_nvswitches, sh
 
 osr = dict(line.rstrip().split("=", 1) for line in open("/etc/os-release") if "=" in line)
 gpus = [{"slot": g["slot"], "device": g["device"]} for g in pci_gpus()]
+nvswitches = pci_nvswitches()
 module = nvidia_module()
 
 packages = {}
@@ -31,5 +33,5 @@ if module and shutil.which("nvidia-smi"):
     supported = [[int(x) for x in line.split(",")] for line in out.splitlines() if line.strip()]
 
 print(json.dumps({"os": osr.get("ID", "").strip('"'), "os_version": osr.get("VERSION_ID", "").strip('"'),
-                  "kernel": kernel, "pci_gpus": gpus, "module": module, "packages": packages, "held": held,
-                  "dkms": dkms, "smi": smi, "supported_clocks": supported}))
+                  "kernel": kernel, "pci_gpus": gpus, "pci_nvswitches": nvswitches, "module": module,
+                  "packages": packages, "held": held, "dkms": dkms, "smi": smi, "supported_clocks": supported}))

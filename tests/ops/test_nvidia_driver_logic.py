@@ -9,7 +9,7 @@ from pyinfra.api import OperationValueError
 from llmfleet.schema import AppClocks
 from operations import TEMPLATES
 from operations.gpu_clocks import UNIT
-from operations.nvidia_driver import driver_packages, reboot_reasons, repo_distro
+from operations.nvidia_driver import driver_packages, moves, reboot_reasons, repo_distro
 
 
 class S:
@@ -64,3 +64,13 @@ def test_clocks_unit_applies_memory_first_after_persistenced():
     assert "ExecStart=/usr/bin/nvidia-smi -ac 877,1530\n" in text
     assert "After=nvidia-persistenced.service\n" in text and "Requires=nvidia-persistenced.service\n" in text
     assert "WantedBy=multi-user.target" in text
+
+
+def test_fabric_manager_alone_moving_is_no_driver_change_and_so_no_reboot():
+    """Fabric Manager held at another version moves in the driver's transaction, but the driver's own
+    packages decide the initramfs, DKMS and the reboot: none of them for Fabric Manager alone."""
+    driver = driver_packages("ubuntu", "open", "580.95.05")
+    fm = {"nvidia-fabricmanager": "580.95.05-1", "libnvidia-nscq": "580.95.05-1"}
+    on_host = driver | {"nvidia-fabricmanager": "580.65.06-1", "libnvidia-nscq": "580.65.06-1"}
+    assert moves(on_host, driver | fm) and not moves(on_host, driver)
+    assert moves(driver_packages("ubuntu", "open", "580.82.07") | fm, driver)

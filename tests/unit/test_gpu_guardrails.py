@@ -74,16 +74,24 @@ V100 = "Tesla V100-SXM2-32GB (compute capability 7.0, profile v100_sxm2_32gb_x8)
      "vllm_flags.dtype = 'auto': 'auto' takes the checkpoint's dtype (vllm_model.torch_dtype = 'bfloat16')"),
     # quantization
     ({"flags": {"quantization": "awq"}},
-     f"vllm_flags.quantization = 'awq': its kernels need compute capability 7.5, which {V100} lacks "
-     "(fix: a checkpoint quantized with gptq, or none)"),
+     f"vllm_flags.quantization = 'awq': its kernels need compute capability 7.5 in vLLM 0.19.1, which {V100} lacks "
+     "(vLLM 0.19.1 model_executor/layers/quantization/awq.py:75 (75)"),
+    ({"flags": {"quantization": "awq"}},
+     "(fix: one of bitsandbytes, compressed-tensors, gguf, gptq, moe_wna16, or none"),
     ({"flags": {"quantization": "gptq_marlin"}},
-     "vllm_flags.quantization = 'gptq_marlin': its kernels need compute capability 8.0"),
+     "vllm_flags.quantization = 'gptq_marlin': its kernels need compute capability 7.5 in vLLM 0.19.1"),
+    ({"flags": {"quantization": "gptq_marlin"}, "vllm_version": "0.10.1"},
+     "vllm_flags.quantization = 'gptq_marlin': its kernels need compute capability 8.0 in vLLM 0.10.1"),
     ({"flags": {"quantization": "awq_marlin"}},
-     "vllm_flags.quantization = 'awq_marlin': its kernels need compute capability 8.0"),
+     "vllm_flags.quantization = 'awq_marlin': its kernels need compute capability 7.5 in vLLM 0.19.1"),
     ({"flags": {"quantization": "bitsy"}}, "vllm_flags.quantization = 'bitsy': not in llmfleet's table"),
     # fp8 KV cache with a V1-engine vLLM
     ({"flags": {"kv-cache-dtype": "fp8"}},
-     "vllm_flags.kv-cache-dtype = 'fp8': vLLM 0.19.1 runs the V1 engine on " + V100),
+     f"vllm_flags.kv-cache-dtype = 'fp8': on {V100}, vLLM 0.19.1 gives it to TRITON_ATTN, passing over FLASH_ATTN "
+     "(not on compute capability 7.0), FLASHINFER (not on compute capability 7.0), and there Triton cannot compile "
+     "an fp8 (fp8e4nv) cache below SM89"),
+    ({"flags": {"kv-cache-dtype": "fp8"}, "vllm_version": "0.12.0"},
+     "vllm_flags.kv-cache-dtype = 'fp8': vLLM 0.12.0 runs the V1 engine on " + V100),
     ({"flags": {"kv-cache-dtype": "fp8_e5m2"}, "vllm_version": "0.10.2"}, "vllm_flags.kv-cache-dtype = 'fp8_e5m2'"),
     # vLLM / PyTorch without sm_70
     ({"vllm_version": "0.20.0"},
@@ -97,7 +105,7 @@ V100 = "Tesla V100-SXM2-32GB (compute capability 7.0, profile v100_sxm2_32gb_x8)
      "vllm_flags.tensor-parallel-size = 3: does not divide the model's 32 attention heads "
      "(vllm_model.num_attention_heads) (fix: one of [1, 2, 4, 8])"),
     # the profile itself
-    ({"gpu_profile": "v100"}, "gpu_profile = 'v100': no such profile in gpu_profiles (fix: one of h200_141gb_x1, "),
+    ({"gpu_profile": "v100"}, "gpu_profile = 'v100': no such profile in gpu_profiles (fix: one of a100_pcie_80gb, "),
 ])
 def test_guardrail_refuses_with_message(override, expected):
     msg = refused(**override)

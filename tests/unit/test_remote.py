@@ -124,6 +124,18 @@ def test_the_pci_reader_lists_nvidia_display_and_3d_controllers_only(tmp_path):
     assert [d["vendor"] for d in helpers()["pci_devices"](str(tmp_path))] == ["0x8086", "0x10de", "0x10de", "0x10de"]
 
 
+def test_the_nvswitch_reader_lists_nvidia_bridges_only(tmp_path):
+    """An HGX H100's four NVSwitches (class 0x0680, 10de:22a3) beside its GPUs and a NIC."""
+    for i in range(4):
+        pci_device(tmp_path, f"0000:{7 + i:02x}:00.0", "0x10de", "0x068000", "0x22a3")
+    pci_device(tmp_path, "0000:1b:00.0", "0x10de", "0x030200", "0x2330")  # H100: 3D controller
+    pci_device(tmp_path, "0000:2a:00.0", "0x15b3", "0x020700", "0x1021")  # InfiniBand NIC
+    pci_device(tmp_path, "0000:3c:00.0", "0x8086", "0x068000", "0x09a2")  # another vendor's 0x0680 device
+    assert helpers()["pci_nvswitches"](str(tmp_path)) == [
+        {"slot": f"0000:{7 + i:02x}:00.0", "device": "0x22a3"} for i in range(4)]
+    assert [g["device"] for g in helpers()["pci_gpus"](str(tmp_path))] == ["0x2330"]
+
+
 @pytest.mark.parametrize(("version", "banner", "expected"), [
     (None, None, None),
     ("580.95.05", "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.95.05  Tue Sep 23 09:55:41 UTC 2025\n"

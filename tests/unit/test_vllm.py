@@ -222,3 +222,46 @@ def test_monitoring_scrapes_each_instance_of_a_layout_through_its_front_door():
                                                                "labels": {"host": "gpu-1"}}]
     jobs = yaml.safe_load(files["prometheus-scrape.yml"])["scrape_configs"]
     assert [j["job_name"] for j in jobs] == ["vllm", "frontdoor"]
+
+
+GOLDEN = ROOT / "tests" / "unit" / "data" / "vllm_units"
+
+
+def test_a_unit_without_nvswitch_renders_byte_for_byte_as_before_fabric_manager():
+    """tests/unit/data/vllm_units/ holds the units as rendered before the fabric_manager component
+    (a V100 host's defaults, a host without GPUs, a layout instance): a host without NVSwitch sees no change,
+    so a deploy restarts nothing there."""
+    from llmfleet import layout
+
+    s = settings()
+    assert vllm_service.render_unit(s, gpu=True) == (GOLDEN / "gpu.service").read_text()
+    assert vllm_service.render_unit(s, gpu=False) == (GOLDEN / "nogpu.service").read_text()
+    s2 = settings(vllm_layout="4x2", vllm_model=MODEL | {"torch_dtype": "float16"},
+                  vllm_flags={"dtype": "half", "max-model-len": 8192})
+    c = layout.instances(s2)[2]
+    bound = layout.binding(c, s2.gpu_profiles[s2.gpu_profile], {0: "0-19,40-59", 1: "20-39,60-79"})
+    assert vllm_service.render_unit(s2, gpu=True, instance=c, binding=bound) == \
+        (GOLDEN / "instance.service").read_text()
+
+
+def test_on_an_nvswitch_board_the_units_start_after_fabric_manager():
+    from llmfleet import layout
+
+    s = settings(gpu_profile="h100_sxm5_80gb_x8", nvidia_driver_flavour="open", cuda_toolkit_version="13.0")
+    unit = vllm_service.render_unit(s, gpu=True)
+    assert ("After=network-online.target nvidia-persistenced.service llmfleet-gpu-clocks.service "
+            "nvidia-fabricmanager.service\n") in unit
+    assert "Wants=network-online.target nvidia-fabricmanager.service\n" in unit
+    # every line of the unit without NVSwitch is still there, but the two it extends
+    before = settings(gpu_profile="h200_141gb_x1", nvidia_driver_flavour="open", cuda_toolkit_version="13.0",
+                      vllm_flags={"tensor-parallel-size": 1})
+    plain = vllm_service.render_unit(before, gpu=True)
+    assert [ln for ln in plain.splitlines() if ln not in unit.splitlines()] == [
+        "After=network-online.target nvidia-persistenced.service llmfleet-gpu-clocks.service",
+        "Wants=network-online.target", "ExecStart=" + " ".join(vllm_service.command(before))]
+    # an instance of a layout too; and a host without GPUs (the lab) never waits for it
+    s4 = settings(gpu_profile="h100_sxm5_80gb_x8", nvidia_driver_flavour="open", cuda_toolkit_version="13.0",
+                  vllm_layout="4x2", vllm_flags={"tensor-parallel-size": None})
+    inst = layout.instances(s4)[0]
+    assert "nvidia-fabricmanager.service" in vllm_service.render_unit(s4, gpu=True, instance=inst, binding=None)
+    assert "fabricmanager" not in vllm_service.render_unit(s, gpu=False)
