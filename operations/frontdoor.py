@@ -3,15 +3,18 @@ balancing over its vLLM instances (llmfleet/frontdoor.py renders the configurati
 configure, activate. It runs after the vllm component: on a host moving to a layout, that one
 has stopped vllm.service, whose port the front door takes; a changed configuration is reloaded
 (Debian's haproxy.service checks it first, `haproxy -c`, and keeps the running one if it is bad).
+After a start or a reload the deploy waits until the front door's checks have every instance UP,
+so a host is served when its deploy ends.
 """
 
 from io import StringIO
 
 from pyinfra import host
 from pyinfra.api import deploy
-from pyinfra.operations import files, systemd
+from pyinfra.operations import files, server, systemd
 
 from llmfleet import frontdoor, layout
+from llmfleet.remote import python_script
 from llmfleet.settings import Settings
 from operations import apt_installed
 
@@ -29,5 +32,10 @@ def configure(settings: Settings):
     config = files.put(name="frontdoor: haproxy.cfg balances over the layout's instances",
                        src=StringIO(frontdoor.render_config(settings)), dest=frontdoor.CONFIG_PATH, mode="644")
     # activate
-    systemd.service(name="frontdoor: haproxy is enabled and running", service=frontdoor.SERVICE, running=True,
-                    enabled=True, reloaded=config.will_change)
+    service = systemd.service(name="frontdoor: haproxy is enabled and running", service=frontdoor.SERVICE,
+                              running=True, enabled=True, reloaded=config.will_change)
+    if config.will_change or service.will_change:
+        timeout_s = max(30, settings.vllm_frontdoor_check_interval_ms * 5 // 1000)  # rise 2 x inter, with margin
+        server.shell(name="frontdoor: every instance UP in its checks (clients are served when the deploy ends)",
+                     commands=[python_script("frontdoor_admin", "serving", frontdoor.ADMIN_SOCKET, frontdoor.BACKEND,
+                                             str(timeout_s))])

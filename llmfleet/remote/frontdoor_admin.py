@@ -8,6 +8,9 @@ configuration; ../shared/facts/gpu-generations.md section 5).
                                         current sessions (`show stat`, scur) are 0, at most TIMEOUT_S
   ready  SOCKET BACKEND NAME TIMEOUT_S  back in rotation (`set server B/N state ready`), then wait
                                         until its health check has it UP, at most TIMEOUT_S
+  serving SOCKET BACKEND TIMEOUT_S      wait until every server is UP, at most TIMEOUT_S (after the
+                                        front door started or took a new configuration); exits 1
+                                        if not, naming each server's status
 
 Prints one JSON object: {"ok": bool, "seconds": float, "why": str, ...}; for state
 {"servers": {name: {"status", "sessions"}}}. A front door that is not running, or that does not
@@ -56,9 +59,27 @@ def done(start, ok, why="", **extra):
     sys.exit(0)
 
 
+def serving(path, backend, timeout_s, start):
+    found = {}
+    while time.monotonic() - start <= timeout_s:
+        try:
+            found = servers(path, backend)
+        except (OSError, ValueError) as exc:
+            found = {"(front door)": {"status": f"not answering: {exc}"}}
+        if found and all(s["status"].startswith("UP") for s in found.values()):
+            done(start, True, servers=found)
+        time.sleep(POLL_S)
+    print(json.dumps({"ok": False, "seconds": round(time.monotonic() - start, 1), "servers": found,
+                      "why": f"not every instance UP in the front door within {timeout_s:.0f}s: " + ", ".join(
+                          f"{name} {s['status']}" for name, s in sorted(found.items()))}))
+    sys.exit(1)
+
+
 def main(argv):
     command, path, backend = argv[0], argv[1], argv[2]
     start = time.monotonic()
+    if command == "serving":
+        serving(path, backend, float(argv[3]), start)
     try:
         found = servers(path, backend)
     except (OSError, ValueError) as exc:
