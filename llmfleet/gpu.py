@@ -332,3 +332,29 @@ def guardrails(settings: Settings) -> list[str]:
     if profile is None:
         return []  # a host without GPUs: nothing GPU-specific to check
     return [problem for topic in TOPICS for problem in topic(settings, profile)]
+
+
+def kernels_that_run(arch_list: list[str], compute_capability: float) -> list[str]:
+    """The entries of a PyTorch build's arch list (torch.cuda.get_arch_list()) whose code runs on a
+    GPU of this compute capability. CUDA C++ Programming Guide, "Binary Compatibility": a cubin for
+    X.y runs on X.z where z >= y (so PyTorch's sm_86 runs an RTX 4090, 8.9; PyTorch's own
+    _check_cubins accepts any cubin of the same major, torch/cuda/__init__.py); an arch-specific
+    cubin (sm_90a) only on exactly X.y; "PTX Compatibility": PTX (compute_XY) is compiled by the
+    driver for any X.Y and newer."""
+    major, minor = (int(x) for x in f"{compute_capability:.1f}".split("."))
+    out = []
+    for arch in arch_list:
+        kind, _, version = arch.partition("_")
+        digits = version.rstrip("af")
+        if not digits.isdigit() or len(digits) < 2:
+            continue
+        x, y = int(digits[:-1]), int(digits[-1])
+        if kind == "sm" and version.endswith("a"):
+            runs = (x, y) == (major, minor)
+        elif kind == "sm":
+            runs = x == major and y <= minor
+        else:  # compute_XY: PTX, compiled for this GPU at load
+            runs = (x, y) <= (major, minor)
+        if runs:
+            out.append(arch)
+    return out

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from llmfleet import compat
+from llmfleet import compat, gpu
 from llmfleet.gpu import app_clocks, precision_paths, profile_problems
 from llmfleet.schema import GpuProfile
 from llmfleet.settings import SettingsError, validate
@@ -231,3 +231,21 @@ def test_a_profile_that_claims_what_its_generation_cannot_is_refused(fields, exp
 def test_a_profile_that_contradicts_itself_is_refused(fields, expected):
     with pytest.raises(ValidationError, match=expected.replace("(", r"\(").replace(")", r"\)")):
         GpuProfile(**own_profile(**fields))
+
+
+# torch.cuda.get_arch_list() of the CUDA 13.0 build on the lent H200 (2026-11-29, llmfleet/compat.py)
+CU130 = ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"]
+
+
+@pytest.mark.parametrize(("arch_list", "cc", "runs"), [
+    (CU130, 8.9, ["sm_80", "sm_86"]),  # an RTX 4090 runs the sm_86 cubin (same major, lower minor)
+    (CU130, 9.0, ["sm_90"]),
+    (CU130, 7.0, []),  # Volta: none (the build has no sm_70)
+    (["sm_70", "sm_80"], 7.5, ["sm_70"]),
+    (["sm_90a"], 9.0, ["sm_90a"]), (["sm_90a"], 10.0, []),  # arch-specific: that GPU only
+    (["sm_80", "compute_80"], 9.0, ["compute_80"]),  # PTX: compiled by the driver for newer GPUs
+    (["compute_90"], 8.9, []),
+    (["sm_100"], 10.3, ["sm_100"]), (["sm_120"], 10.0, []),
+])
+def test_pytorch_kernels_that_run_on_a_gpu_follow_cudas_binary_compatibility(arch_list, cc, runs):
+    assert gpu.kernels_that_run(arch_list, cc) == runs
