@@ -148,16 +148,17 @@ def lab_prometheus(as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(doc, indent=2))
         return
-    console.print(f"Prometheus: {doc['url']} (loads {doc['config']}; {doc['rules']} alert rules)", highlight=False)
+    wide = Console(width=max(console.width, 140))
+    wide.print(f"Prometheus: {doc['url']} (loads {doc['config']}; {doc['rules']} alert rules)", highlight=False)
     table = Table(title="what it scrapes")
     for col in ("job", "host", "target", "health", "last error"):
         table.add_column(col)
     for t in doc["targets"]:
         colour = "green" if t["health"] == "up" else "red"
         table.add_row(t["job"], t["host"], t["target"], f"[{colour}]{t['health']}[/]", t["error"])
-    console.print(table)
+    wide.print(table)
     firing = [a for a in doc["alerts"] if a["state"] == "firing"]
-    console.print(f"alerts firing: {', '.join(a['name'] + ' (' + a['host'] + ')' for a in firing) or 'none'}",
+    wide.print(f"alerts firing: {', '.join(a['name'] + ' (' + a['host'] + ')' for a in firing) or 'none'}",
                   highlight=False)
 
 
