@@ -164,6 +164,8 @@ def test_vllm_unit_lines_reach_the_receiver_and_those_logged_while_it_is_down_fo
         lines = [ln for ln in received.read_text(errors="replace").splitlines() if any(m in ln for m in markers)]
         return lines if len({m for m in markers if any(m in ln for ln in lines)}) == len(markers) else None
 
+    other = f"llmfleet-other-{uuid.uuid4().hex[:12]}"
+    lab_ssh(host, f"logger {other}")  # a login session's line: not a unit of log_forward_units, stays on the host
     first = log_marker("up")
     (line,) = wait("a vLLM access line at the lab's syslog receiver", lambda: arrived([first]), 30)
     assert line.startswith(f"{host} ") and f"GET /{first} HTTP/1.1" in line, line
@@ -183,3 +185,5 @@ def test_vllm_unit_lines_reach_the_receiver_and_those_logged_while_it_is_down_fo
     print(f"{len(lines)} lines logged while the receiver was down arrived {time.monotonic() - t0:.0f} s after it "
           "came back")
     assert all(ln.startswith(f"{host} ") for ln in lines), lines
+    assert arrived([other]) is None, f"{other} (logger in a login session) was forwarded"
+    assert other in lab_ssh(host, f"sudo journalctl -q -b --grep {other}").stdout  # it was logged, on the host
