@@ -4,9 +4,12 @@
 VENV      := .venv
 BIN       := $(VENV)/bin
 # Debian packages the lab needs on this machine (see llmfleet/lab/config.py: TOOLS, VM_TOOLS), and
-# the browser the audit page's test renders it in (tests/browser/).
+# the browser the audit page's test renders it in (tests/browser/). prometheus (with promtool),
+# prometheus-node-exporter and rsyslog: the lab's Prometheus, audit node exporter and syslog
+# receiver, and the unit tests' promtool, node exporter and rsyslogd -N1 (the lab runs its own on
+# ports of its own: a system one the install starts can keep 9090, 9100 and 514).
 SYSDEPS   := systemd-container mmdebstrap openssh-client iproute2 chrony apt-cacher-ng \
-             qemu-system-x86 qemu-utils e2fsprogs chromium
+             qemu-system-x86 qemu-utils e2fsprogs chromium prometheus prometheus-node-exporter rsyslog
 DEMO_HOSTS ?= 3
 
 .PHONY: demo test unit browser integration sysdeps venv lint lab-down verify-device device-wheels
@@ -41,8 +44,12 @@ demo: sysdeps venv
 	@echo "Try it yourself:"
 	@echo "  curl http://10.77.0.11:8000/v1/completions -H \"Authorization: Bearer \$$(cat /var/lib/llmfleet/lab/api-key)\" -H 'Content-Type: application/json' -d '{\"model\": \"tiny-llama\", \"prompt\": \"The fleet\", \"max_tokens\": 8}'"
 	@echo "The lab stays up: try 'pyinfra inventories/lab.py exec -- uname -r'; remove it with 'make lab-down'."
+	@echo "The lab's Prometheus (it loads what 'llmfleet monitoring --inventory inventories/lab.py' renders):"
+	$(BIN)/llmfleet lab prometheus
 
-unit: venv
+# (sysdeps: promtool, the node exporter and rsyslogd check what tests/unit/test_monitoring.py and
+# test_telemetry.py render)
+unit: sysdeps venv
 	$(BIN)/pytest tests/unit -q -p no:cacheprovider -n auto
 	# pyinfra-style operation and fact tests: a process of their own (pyinfra_cli patches gevent in)
 	cd tests/ops && ../../$(BIN)/pytest -q -p no:cacheprovider -p no:anyio .

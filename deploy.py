@@ -14,13 +14,16 @@ from operations import (
                         chrony,
                         cpu_governor,
                         cuda_toolkit,
+                        dcgm_exporter,
                         fabric_manager,
                         frontdoor,
                         gpu_clocks,
                         kernel_cmdline,
                         limits,
+                        log_forwarding,
                         mirrors,
                         module_blacklist,
+                        node_exporter,
                         nvidia_driver,
                         nvidia_persistence,
                         reboot,
@@ -51,6 +54,12 @@ gpu_clocks.configure(settings)
 
 # one reboot, if the kernel command line or the driver needs it
 reboot.reboot_if_needed(settings, also=driver_reboot)
+
+# telemetry: the host's and the GPUs' exporters (DCGM does nothing, visibly, without a GPU), and its
+# logs sent off the host
+node_exporter.configure(settings)
+dcgm_exporter.install(settings)
+log_forwarding.configure(settings)
 
 # the service: rolled out in batches, each host ready before the next
 vllm.serve(settings, gpu=nvidia_driver.skip_reason(settings, "vllm") is None)

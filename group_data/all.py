@@ -582,7 +582,7 @@ vllm_frontdoor_timeout_s = 900
 vllm_drain_timeout_s = 120
 # Ports other services on the host listen on (the monitoring's exporters): no vLLM instance, front
 # door or its metrics may take one
-host_service_ports = {"node_exporter": 9100, "prometheus": 9090}
+host_service_ports = {"node_exporter": 9100, "prometheus": 9090, "dcgm_exporter": 9400}
 # Every vLLM option, as {name: value}: True -> --name, False -> --no-name, None -> left out.
 # --model, --served-model-name, --host, --port and --api-key come from the settings above.
 # Checked before any restart against the pinned version's known traps (llmfleet/compat.py:
@@ -625,6 +625,154 @@ vllm_alerts = {
     "error_ratio": 0.05,  # share of HTTP 5xx answers, over 5 minutes
     "e2e_latency_p95_s": 30.0,  # p95 end-to-end request latency, over 10 minutes
 }
+
+# ---------------------------------------------------------------------------------------------
+# node_exporter: the distribution's Prometheus node exporter (prometheus-node-exporter) on every
+# host, on host_service_ports["node_exporter"], with its textfile collector folder holding
+# llmfleet's own host metrics (llmfleet-host-metrics.timer writes llmfleet_host.prom there:
+# chrony's offset and leap status, the free space of vllm_models_dir).
+# ---------------------------------------------------------------------------------------------
+# The address it listens on ("0.0.0.0": every address; a management network's address on a host
+# that has one).
+node_exporter_address = "0.0.0.0"
+# The textfile collector's folder (Debian's own default: prometheus-node-exporter --help).
+node_exporter_textfile_dir = "/var/lib/prometheus/node-exporter"
+# Seconds between two writes of llmfleet's host metrics.
+node_exporter_metrics_interval_s = 60
+
+# ---------------------------------------------------------------------------------------------
+# dcgm_exporter: on GPU hosts, NVIDIA DCGM 4 (nvidia-dcgm.service, the host engine) from NVIDIA's
+# CUDA repository (nvidia_repo_url, the one the driver comes from) and dcgm-exporter
+# (nvidia-dcgm-exporter.service, on host_service_ports["dcgm_exporter"]) reading it, both pinned
+# and held like the driver, with the counters below. Nothing on a host without a GPU (said so).
+# Facts: ../shared/facts/gpu-generations.md section 3.
+# ---------------------------------------------------------------------------------------------
+# DCGM's version: datacenter-gpu-manager-4-core and -4-cuda<major of cuda_toolkit_version> at
+# 1:<version>-1 (epoch 1: DCGM cmake/packaging.cmake). 4.6.0 is the DCGM that dcgm-exporter 4.8.3
+# is paired with (dcgm-exporter hack/versions.env: DCGM_VERSION=4.6.0, EXPORTER_VERSION=4.8.3);
+# NVIDIA: "Run DCGM Exporter with the DCGM version paired with that exporter release".
+dcgm_version = "4.6.0"
+# dcgm-exporter as NVIDIA's package from the same repository: its name and exact Debian version.
+# [unverified: NVIDIA's repository index could not be read here; name and version follow the
+# exporter's own package build, hack/package/test.sh: datacenter-gpu-manager-exporter,
+# <EXPORTER_VERSION>.<PACKAGE_REVISION>-1.] None: the release archive below instead.
+dcgm_exporter_package = {"name": "datacenter-gpu-manager-exporter", "version": "4.8.3.002-1"}
+# Where the repository has no package: the exporter's release archive
+# (dcgm_exporter-linux-x86-64-<version>.tar.gz: usr/bin/dcgm-exporter, etc/dcgm-exporter/ and the
+# systemd unit, dcgm-exporter Makefile) from a URL (an internal mirror), pinned by sha256:
+#   {"url": "https://mirror.internal/dcgm_exporter-linux-x86-64-4.8.3.002.tar.gz",
+#    "sha256": "<64 hex digits>", "version": "4.8.3"}
+# Used only when dcgm_exporter_package is None.
+dcgm_exporter_archive = None
+# The address the exporter listens on ("0.0.0.0": every address).
+dcgm_exporter_address = "0.0.0.0"
+# How often the exporter reads DCGM's fields (ms; dcgm-exporter's own default is 30000).
+dcgm_exporter_interval_ms = 30000
+# The counters file (/etc/dcgm-exporter/llmfleet-counters.csv): [DCGM field, Prometheus type,
+# help]. A series is named as its field. dcgm-exporter's own default-counters.csv leaves most
+# error counters commented out (ECC, NVLink errors, retired pages, violations) and lacks row-remap
+# pending and the clock event reasons: this list has them. Names: DCGM dcgmlib/dcgm_fields.h; the
+# names before DCGM 4.6's renames, which 4.6 keeps as legacy names (dcgm-exporter
+# hack/bump-go-dcgm/field_maps.go reads both), so they hold for every DCGM 4.
+dcgm_exporter_counters = [
+    # errors: the last Xid; ECC single (SBE) and double (DBE) bit, since the driver loaded (VOL)
+    # and over the GPU's life (AGG)
+    ["DCGM_FI_DEV_XID_ERRORS", "gauge", "Value of the last XID error encountered."],
+    ["DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "counter", "Single-bit volatile ECC errors."],
+    ["DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "counter", "Double-bit volatile ECC errors."],
+    ["DCGM_FI_DEV_ECC_SBE_AGG_TOTAL", "counter", "Single-bit persistent ECC errors."],
+    ["DCGM_FI_DEV_ECC_DBE_AGG_TOTAL", "counter", "Double-bit persistent ECC errors."],
+    # memory error handling: row remapping (A100 and newer), page retirement (V100)
+    ["DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", "counter", "Rows remapped for uncorrectable errors."],
+    ["DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", "counter", "Rows remapped for correctable errors."],
+    ["DCGM_FI_DEV_ROW_REMAP_FAILURE", "gauge", "Whether remapping of rows has failed."],
+    ["DCGM_FI_DEV_ROW_REMAP_PENDING", "gauge", "Whether a row remap is pending (the GPU needs a reset)."],
+    ["DCGM_FI_DEV_RETIRED_SBE", "counter", "Pages retired for single-bit errors."],
+    ["DCGM_FI_DEV_RETIRED_DBE", "counter", "Pages retired for double-bit errors."],
+    ["DCGM_FI_DEV_RETIRED_PENDING", "counter", "Pages pending retirement (the GPU needs a reset)."],
+    # NVLink errors, every link
+    ["DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL", "counter", "NVLink flow-control CRC errors."],
+    ["DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL", "counter", "NVLink data CRC errors."],
+    ["DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL", "counter", "NVLink retries."],
+    ["DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL", "counter", "NVLink recovery errors."],
+    # throttling: the bitmask of NVML's clock event reasons, and the clocks
+    ["DCGM_FI_DEV_CLOCKS_EVENT_REASONS", "gauge", "Bitmask of the reasons the clocks are held down."],
+    ["DCGM_FI_DEV_SM_CLOCK", "gauge", "SM clock frequency (in MHz)."],
+    ["DCGM_FI_DEV_MEM_CLOCK", "gauge", "Memory clock frequency (in MHz)."],
+    # power and temperatures
+    ["DCGM_FI_DEV_POWER_USAGE", "gauge", "Power draw (in W)."],
+    ["DCGM_FI_DEV_GPU_TEMP", "gauge", "GPU temperature (in C)."],
+    ["DCGM_FI_DEV_MEMORY_TEMP", "gauge", "Memory temperature (in C)."],
+    # memory in use, utilization, PCIe retries
+    ["DCGM_FI_DEV_FB_USED", "gauge", "Framebuffer memory used (in MiB)."],
+    ["DCGM_FI_DEV_FB_FREE", "gauge", "Framebuffer memory free (in MiB)."],
+    ["DCGM_FI_DEV_GPU_UTIL", "gauge", "GPU utilization (in %)."],
+    ["DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "counter", "Total number of PCIe retries."],
+]
+
+# ---------------------------------------------------------------------------------------------
+# log_forwarding: the journal of the units below and the kernel's messages (Xid lines among them)
+# forwarded by the distribution's rsyslog to a central syslog receiver over TCP, through a
+# disk-assisted queue (/var/spool/rsyslog): while the receiver is down, lines wait on disk and are
+# sent when it is back. None: nothing is forwarded (and llmfleet's forwarding file is removed).
+# ---------------------------------------------------------------------------------------------
+# "host:port" of the receiver (TCP syslog, octet-counted framing, RFC 5424 lines).
+log_forward_target = None
+# The systemd units whose journal is forwarded (shell patterns).
+log_forward_units = ["vllm.service", "vllm-*.service", "nvidia-dcgm.service", "nvidia-dcgm-exporter.service",
+                     "nvidia-persistenced.service", "nvidia-fabricmanager.service", "llmfleet-*.service"]
+# Forward the kernel's messages too (NVIDIA's "NVRM: Xid" lines are kernel messages).
+log_forward_kernel = True
+# Disk the queue may fill while the receiver is down (MiB); beyond it rsyslog drops lines.
+log_forward_queue_max_mb = 1024
+# Seconds between two attempts to reach a receiver that is down.
+log_forward_retry_s = 30
+
+# ---------------------------------------------------------------------------------------------
+# monitoring: what `llmfleet monitoring` renders for Prometheus (prometheus.yml, file_sd targets of
+# every exporter and vLLM endpoint, alert rules). These settings are the fleet's: every host of an
+# inventory must have the same values of the monitoring_* and audit_* settings.
+# ---------------------------------------------------------------------------------------------
+monitoring_scrape_interval_s = 15
+monitoring_evaluation_interval_s = 15
+# How long each alert's condition must hold before it fires (Prometheus `for:`), by alert name.
+# The alerts, their conditions and thresholds: README, "Monitoring"; `llmfleet monitoring` renders them.
+monitoring_alert_for = {
+    # vLLM (thresholds: vllm_alerts)
+    "VllmDown": "2m", "VllmQueueBacklog": "5m", "VllmKvCacheFull": "10m", "VllmErrorRate": "5m",
+    "VllmLatencyHigh": "10m",
+    # GPUs (dcgm-exporter; thresholds: gpu_alerts)
+    "DcgmExporterDown": "5m", "GpuXidError": "0m", "GpuEccUncorrectable": "0m", "GpuRowRemapFailure": "0m",
+    "GpuRowRemapPending": "0m", "GpuRetiredPagesPending": "0m", "GpuMissing": "5m", "GpuThermalThrottling": "15m",
+    "GpuPowerThrottling": "15m", "GpuTemperatureHigh": "5m", "GpuMemoryTemperatureHigh": "5m",
+    # hosts (node exporter and llmfleet's host metrics; thresholds: chrony_max_offset_ms, host_alerts)
+    "NodeExporterDown": "2m", "ClockOffsetHigh": "5m", "ClockNotSynchronised": "10m",
+    "ModelsDirSpaceLow": "10m", "HostMetricsStale": "5m",
+    # llmfleet's own audit (thresholds: audit_alerts)
+    "AuditProblems": "0m", "AuditTooOld": "0m", "AuditMetricsDown": "5m",
+}
+gpu_alerts = {
+    "temperature_c": 85,  # GPU temperature (DCGM_FI_DEV_GPU_TEMP) above this (C)
+    "memory_temperature_c": 95,  # HBM temperature (DCGM_FI_DEV_MEMORY_TEMP) above this (C)
+    "ecc_dbe_errors": 0,  # double-bit (uncorrectable) ECC errors since the driver loaded above this
+}
+host_alerts = {
+    # free space of the filesystem holding vllm_models_dir below this (GiB): the next model version
+    # will not fit beside the current one (onboarding asks onboard_min_free_gb of a new host)
+    "models_dir_free_gb": 50,
+}
+# Clock offset: above chrony_max_offset_ms (the chrony section), as verify checks it.
+audit_alerts = {
+    # the last audit of a host is older than this (hours): audits stopped (a daily audit plus slack)
+    "max_age_h": 26,
+}
+# Audit results as metrics: each `llmfleet audit` writes llmfleet_audit_<host>.prom (open problems
+# by kind, unreachable, waived, the time of the audit) into this folder on the machine that runs
+# the audits, where a node exporter's textfile collector reads it (Debian's:
+# /var/lib/prometheus/node-exporter). None: no metrics are written.
+audit_metrics_dir = None
+# "host:port" of that node exporter, scraped as job llmfleet_audit (None: no such job, no audit alerts).
+audit_metrics_node_exporter = None
 
 # ---------------------------------------------------------------------------------------------
 # probe: the live generation throughput probe (`llmfleet probe`, verify/test_probe.py).

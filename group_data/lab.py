@@ -4,9 +4,11 @@ Lab hosts reach nothing but each other and this machine, so they use the machine
 an air-gapped fleet uses its internal mirrors.
 """
 
+from llmfleet.lab import services as lab_services
 from llmfleet.lab.config import LAB_MODEL, LAB_VLLM_INSTALLER, LAB_VLLM_PACKAGES, LabPaths
-from llmfleet.lab.inventory import gateway, service_url
+from llmfleet.lab.inventory import gateway, service_address, service_url
 from llmfleet.lab.serving import api_key_file, manifest_sha256, model_dir
+from llmfleet.monitoring import ALERT_NAMES
 
 # apt through the machine's apt-cacher-ng.
 apt_proxy = service_url("apt_proxy")
@@ -95,3 +97,20 @@ probe_baseline_tolerance = 0.5  # a shared 2-core machine: generous
 probe_max_client_lag_ms = 1000.0
 
 onboard_min_free_gb = 1  # the tiny model is 1.7 MB
+host_alerts = {"models_dir_free_gb": 1}  # the same: a shared machine's disk is not the lab's to fill
+
+# telemetry: logs to the lab's syslog receiver, audits' metrics into the textfile folder of the lab's
+# audit node exporter, both on the machine (llmfleet/lab/services.py); the lab's Prometheus loads
+# what `llmfleet monitoring` renders for this inventory. Intervals and `for:` short, so that the
+# tests see a target, an alert, a line within seconds; a receiver that comes back is tried again
+# within 2 s. Scrapes every 5 s, not 2: a container's node exporter took 0.6 s of CPU in 30 s
+# scraped every 2 s (lab-c1, 2026-12-02), and four hosts share the machine's 2 cores with vLLM.
+log_forward_target = service_address("syslog")
+log_forward_retry_s = 2
+node_exporter_metrics_interval_s = 5
+monitoring_scrape_interval_s = 5
+monitoring_evaluation_interval_s = 5
+monitoring_alert_for = dict.fromkeys(ALERT_NAMES, "6s")
+audit_metrics_node_exporter = service_address("audit_metrics")
+# (the module, not the function: pyinfra leaves out names a group data file imports)
+audit_metrics_dir = str(lab_services.audit_metrics_dir(LabPaths.from_env())) if audit_metrics_node_exporter else None

@@ -127,28 +127,54 @@ def lab_wheels(requirements: tuple[str, ...]) -> None:
         console.print(line, highlight=False)
 
 
+@lab.command("service")
+@click.argument("action", type=click.Choice(["stop", "start"]))
+@click.argument("name")
+def lab_service(action: str, name: str) -> None:
+    """Stop or start one of the lab's services on this machine (ntp, apt_proxy, wheels, syslog,
+    audit_metrics, prometheus), e.g. the syslog receiver, to see the hosts keep what they send."""
+    from llmfleet.lab.lifecycle import service
+
+    console.print(service(name, action, log=_log), highlight=False)
+
+
+@lab.command("prometheus")
+@click.option("--json", "as_json", is_flag=True, help="Print the address and the targets as JSON.")
+def lab_prometheus(as_json: bool) -> None:
+    """The lab's Prometheus: its address, what it scrapes (job, host, target, health) and the alerts firing."""
+    from llmfleet.lab.prometheus import summary
+
+    doc = summary()
+    if as_json:
+        click.echo(json.dumps(doc, indent=2))
+        return
+    wide = Console(width=max(console.width, 140))
+    wide.print(f"Prometheus: {doc['url']} (loads {doc['config']}; {doc['rules']} alert rules)", highlight=False)
+    table = Table(title="what it scrapes")
+    for col in ("job", "host", "target", "health", "last error"):
+        table.add_column(col)
+    for t in doc["targets"]:
+        colour = "green" if t["health"] == "up" else "red"
+        table.add_row(t["job"], t["host"], t["target"], f"[{colour}]{t['health']}[/]", t["error"])
+    wide.print(table)
+    firing = [a for a in doc["alerts"] if a["state"] == "firing"]
+    wide.print(f"alerts firing: {', '.join(a['name'] + ' (' + a['host'] + ')' for a in firing) or 'none'}",
+                  highlight=False)
+
+
 @main.command("monitoring")
 @click.option("--inventory", default="inventories/lab.py", show_default=True, help="pyinfra inventory to read.")
 @click.option("--out", "out_dir", default="monitoring", show_default=True, help="Folder for the rendered files.")
 def monitoring_cmd(inventory: str, out_dir: str) -> None:
-    """Render Prometheus scrape targets and alert rules for the inventory's vLLM hosts."""
+    """Render a Prometheus configuration for the inventory: prometheus.yml, the scrape targets of
+    every exporter and vLLM endpoint, and the alert rules (GPUs, hosts, vLLM, audits)."""
     from pathlib import Path
 
-    from llmfleet.inventory import read as read_inventory
-    from llmfleet.monitoring import render
-    from llmfleet.settings import SettingsError, validate
+    from llmfleet.inventory import validated
+    from llmfleet.monitoring import hosts_from, write
 
-    hosts = {}
-    for h in read_inventory(inventory):
-        try:
-            hosts[h["name"]] = (validate(h["name"], h["data"]), h["data"].get("ssh_hostname") or h["name"])
-        except SettingsError as exc:
-            raise LlmfleetError(str(exc)) from None
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    for name, content in render(inventory, hosts).items():
-        (out / name).write_text(content)
-        console.print(f"wrote {out / name}")
+    for path in write(inventory, hosts_from(validated(inventory)), Path(out_dir)):
+        console.print(f"wrote {path}")
 
 
 @main.command("layout")

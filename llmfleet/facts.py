@@ -71,7 +71,7 @@ class Preflight(FactBase[dict]):
 
 class NvidiaHost(FactBase[dict]):
     """The host's NVIDIA state, in one round trip: GPUs and NVSwitches on the PCI bus, the loaded kernel module
-    (version, flavour), installed and held driver/CUDA packages, DKMS for the running kernel,
+    (version, flavour), installed and held driver/CUDA/DCGM packages, DKMS for the running kernel,
     and (where nvidia-smi answers) each GPU's application clocks and the supported clock pairs.
 
     {"os": "ubuntu", "os_version": "22.04", "kernel": "...", "pci_gpus": [{"slot", "device"}],

@@ -67,6 +67,20 @@ def read(inventory: str, data: list[str] | None = None, limit: list[str] | None 
     return _limited(inventory, found, limit) if limit else found
 
 
+def validated(inventory: str, data: list[str] | None = None, limit: list[str] | None = None) -> list[tuple]:
+    """[(host as `read` gives it, its validated Settings)]; a host whose data is refused stops it
+    (InventoryError, with the host, the setting and the fix)."""
+    from llmfleet.settings import SettingsError, validate
+
+    out = []
+    for h in read(inventory, data, limit):
+        try:
+            out.append((h, validate(h["name"], h["data"])))
+        except SettingsError as exc:
+            raise InventoryError(str(exc)) from None
+    return out
+
+
 def _limited(inventory: str, found: list[dict], limit: list[str]) -> list[dict]:
     chosen: set[str] = set()
     for pattern in limit:

@@ -253,6 +253,50 @@ class VllmAlerts(BaseModel):
     e2e_latency_p95_s: Annotated[float, Field(gt=0)]
 
 
+# Monitoring: exporters, log forwarding, alert thresholds (documented in group_data/all.py)
+DebVersion = Annotated[str, _VERSION, _pattern(r"([0-9]+:)?[0-9][A-Za-z0-9.+~-]*", "a Debian version like 4.8.3.002-1")]
+Listen = Annotated[str, _pattern(r"[0-9a-fA-F.:]+", "an IP address to listen on (0.0.0.0: all)")]
+HostPort = Annotated[str, _pattern(r"[A-Za-z0-9.-]+:[0-9]{1,5}", "host:port (a name or address, and a port)")]
+Duration = Annotated[str, _pattern(r"[0-9]+(ms|s|m|h)", "a Prometheus duration like 30s, 5m, 1h")]
+UnitPattern = Annotated[str, _pattern(r"[A-Za-z0-9@_.:*?-]+\.service",
+                                      "a systemd unit or shell pattern like vllm-*.service")]
+
+
+class DcgmExporterPackage(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    name: PackageName
+    version: DebVersion
+
+
+class DcgmExporterArchive(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    url: Url
+    sha256: Annotated[str, _pattern(r"[0-9a-f]{64}", "a sha256 (64 hex digits)")]
+    version: Version
+
+
+DcgmCounter = tuple[Annotated[str, _pattern(r"DCGM_FI_[A-Z0-9_]+", "a DCGM field name like DCGM_FI_DEV_GPU_TEMP")],
+                    Literal["gauge", "counter", "label"],
+                    Annotated[str, _pattern(r"[^,\n\r\x00]+", "one line of help without commas (a CSV column)")]]
+
+
+class GpuAlerts(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    temperature_c: Annotated[int, Field(gt=0, le=150, strict=True)]
+    memory_temperature_c: Annotated[int, Field(gt=0, le=150, strict=True)]
+    ecc_dbe_errors: Annotated[int, Field(ge=0, strict=True)]
+
+
+class HostAlerts(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    models_dir_free_gb: Annotated[float, Field(gt=0)]
+
+
+class AuditAlerts(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    max_age_h: Annotated[float, Field(gt=0)]
+
+
 class Settings(BaseModel):
     """Every llmfleet setting. Defaults and documentation: group_data/all.py."""
 
@@ -332,6 +376,29 @@ class Settings(BaseModel):
     vllm_start_limit_burst: PositiveInt
     vllm_start_limit_interval_s: PositiveInt
     vllm_alerts: VllmAlerts
+    # node_exporter, dcgm_exporter, log_forwarding, monitoring (`llmfleet monitoring`, audit metrics)
+    node_exporter_address: Listen
+    node_exporter_textfile_dir: AbsPath
+    node_exporter_metrics_interval_s: PositiveInt
+    dcgm_version: Version
+    dcgm_exporter_package: DcgmExporterPackage | None
+    dcgm_exporter_archive: DcgmExporterArchive | None
+    dcgm_exporter_address: Listen
+    dcgm_exporter_interval_ms: Annotated[int, Field(ge=100, strict=True)]
+    dcgm_exporter_counters: Annotated[list[DcgmCounter], Field(min_length=1)]
+    log_forward_target: HostPort | None
+    log_forward_units: list[UnitPattern]
+    log_forward_kernel: StrictBool
+    log_forward_queue_max_mb: PositiveInt
+    log_forward_retry_s: PositiveInt
+    monitoring_scrape_interval_s: PositiveInt
+    monitoring_evaluation_interval_s: PositiveInt
+    monitoring_alert_for: dict[Annotated[str, _pattern(r"[A-Za-z]+", "an alert name")], Duration]
+    gpu_alerts: GpuAlerts
+    host_alerts: HostAlerts
+    audit_alerts: AuditAlerts
+    audit_metrics_dir: AbsPath | None
+    audit_metrics_node_exporter: HostPort | None
     # probe (llmfleet.probe.config documents the fields of a request class)
     probe_mix: Annotated[list[RequestClass], Field(min_length=1)]
     probe_slo_p95_e2e_ms: Annotated[float, Field(gt=0)]

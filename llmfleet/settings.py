@@ -20,7 +20,7 @@ from typing import Any
 from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
-from llmfleet import layout
+from llmfleet import layout, monitoring
 from llmfleet.gpu import guardrails
 from llmfleet.probe.config import consistency_problems, length_problems
 from llmfleet.schema import NOT_SETTINGS_PREFIXES, Settings, SettingsError
@@ -56,7 +56,8 @@ def validate(host_name: str, data: dict[str, Any]) -> Settings:
             # probe and interconnect settings that contradict each other, and the serving layout
             # that cannot be served (llmfleet/layout.py)
             problems = (guardrails(settings) + service_problems(settings) + probe_problems(settings)
-                        + interconnect_problems(settings) + layout.problems(settings))
+                        + interconnect_problems(settings) + layout.problems(settings)
+                        + monitoring.problems(settings))
             if not problems:
                 return settings
     raise SettingsError(f"host {host_name}: " + "; ".join(problems))

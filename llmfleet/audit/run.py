@@ -6,7 +6,7 @@ import datetime as dt
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from llmfleet.audit import config_drift, fingerprint, report, state_drift, waivers
+from llmfleet.audit import config_drift, fingerprint, metrics, report, state_drift, waivers
 from llmfleet.audit.model import HostResult, Problem
 from llmfleet.inventory import read as read_inventory
 
@@ -34,6 +34,7 @@ def audit(inventory: str, limit: list[str] | None, state_dir: Path, out_dir: Pat
     today = today or dt.date.today()
     waiver_list = waivers.load(waivers_file) if waivers_file else []
     chosen = read_inventory(inventory, data, limit)
+    metrics_at = metrics.metrics_dir(chosen)  # before any host is asked: a bad setting stops the audit
     names = [h["name"] for h in chosen]
     results = {n: HostResult(n) for n in names}
     log(f"audit: {len(names)} host(s) of {inventory}: reading hardware fingerprints (and who answers)")
@@ -86,4 +87,11 @@ def audit(inventory: str, limit: list[str] | None, state_dir: Path, out_dir: Pat
     doc = report.build(inventory, limit, results, extra, previous, previous_path, created,
                        tuple(k for k in KINDS_RUN if k not in skip))
     paths = report.write(doc, out_dir / folder)
+    if metrics_at is not None:
+        metrics.write(doc, metrics_at)
+        paths["metrics"] = metrics_at
+        log(f"audit: metrics of {len(doc['hosts'])} host(s) written to {metrics_at} "
+            "(the node exporter's textfile folder)")
+    else:
+        log("audit: no metrics written (audit_metrics_dir is None)")
     return doc, paths

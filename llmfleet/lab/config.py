@@ -42,6 +42,11 @@ LAB_UID = 1500
 NTP_PORT = 123
 APT_PROXY_PORT = 3143  # not apt-cacher-ng's usual 3142, which a system one may hold
 WHEELS_PORT = 8470
+# telemetry (llmfleet/lab/services.py): not the distribution's own ports (Prometheus 9090, node
+# exporter 9100, syslog 514), which a system one may hold on every address
+SYSLOG_PORT = 5140
+AUDIT_METRICS_PORT = 9110
+PROMETHEUS_PORT = 9190
 
 # Which Debian package brings each system tool the lab needs (shown when one is missing).
 TOOLS = {
@@ -52,6 +57,9 @@ TOOLS = {
     "ssh-keygen": "openssh-client",
     "chronyd": "chrony",
     "apt-cacher-ng": "apt-cacher-ng",
+    "prometheus": "prometheus",
+    "prometheus-node-exporter": "prometheus-node-exporter",
+    "rsyslogd": "rsyslog",
     "mount": "mount",
 }
 VM_TOOLS = {

@@ -39,3 +39,12 @@ def service_url(name: str) -> str | None:
 def gateway() -> str | None:
     state = LabState.load(LabPaths.from_env())
     return state.gateway if state else None
+
+
+def service_address(name: str) -> str | None:
+    """"address:port" of a lab service on the machine, or None when no lab is up."""
+    state = LabState.load(LabPaths.from_env())
+    if state is None or name not in state.services:
+        return None
+    svc = state.services[name]
+    return f"{svc.address}:{svc.port}"

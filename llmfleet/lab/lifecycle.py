@@ -136,7 +136,7 @@ def up(n_hosts: int, vm: bool, log=print) -> LabState:
         state.save(paths)
         net.ensure_bridge(lnet)
         _ensure_client_key(paths)
-        for name in services.SERVICES:
+        for name in [n for n in services.SERVICES if n not in services.AFTER_HOSTS]:
             state.services[name] = services.ensure_service(
                 name, state.services.get(name), lnet.gateway, str(lnet.subnet), paths)
         state.save(paths)
@@ -168,10 +168,53 @@ def up(n_hosts: int, vm: bool, log=print) -> LabState:
                 log(f"{len(started)} host(s) answered SSH after {time.monotonic() - t0:.1f}s")
         finally:
             state.save(paths)
+        ensure_prometheus(state, paths, lnet, log)
+        state.save(paths)
         extra = sorted(set(state.hosts) - {w[0] for w in wanted})
         if extra:
             log(f"also running from before: {', '.join(extra)} (`llmfleet lab down` removes all)")
         return state
+
+
+def ensure_prometheus(state: LabState, paths: LabPaths, lnet: LabNet, log=print) -> None:
+    """The lab's Prometheus loads what `llmfleet monitoring` renders for the lab's inventory now
+    (written again at each `lab up`: hosts come and go), reloaded when it was running."""
+    from llmfleet import monitoring
+    from llmfleet.inventory import validated
+
+    if not state.hosts:
+        log("no lab hosts: the lab's Prometheus is not started")
+        return
+    inventory = "inventories/lab.py"
+    monitoring.write(inventory, monitoring.hosts_from(validated(inventory)), services.prometheus_config_dir(paths))
+    current = state.services.get("prometheus")
+    svc = services.ensure_service("prometheus", current, lnet.gateway, str(lnet.subnet), paths)
+    if current is not None and svc is current:
+        services.reload(svc)
+    state.services["prometheus"] = svc
+
+
+def service(name: str, action: str, log=print) -> str:
+    """Stop or start one of the lab's machine-side services (to see what the hosts do without it)."""
+    paths, lnet = LabPaths.from_env(), LabNet.from_env()
+    if name not in services.SERVICES:
+        raise LabError(f"no lab service named {name!r}; the lab has: {', '.join(services.SERVICES)}")
+    with locked(paths):
+        state = LabState.load(paths)
+        if state is None:
+            raise LabError("no lab is up: run `llmfleet lab up` first")
+        current = state.services.get(name)
+        if action == "stop":
+            if current is not None:
+                current.proc.stop(grace_s=5)
+            return f"{name}: stopped"
+        if name in services.AFTER_HOSTS:
+            ensure_prometheus(state, paths, lnet, log)
+        else:
+            state.services[name] = services.ensure_service(name, current, lnet.gateway, str(lnet.subnet), paths)
+        state.save(paths)
+        svc = state.services[name]
+        return f"{name}: running on {svc.address}:{svc.port}"
 
 
 def down(log=print) -> list[str]:

@@ -6,6 +6,13 @@
   through it (they have no route elsewhere), and packages are cached across runs.
 - wheels: a folder of Python wheels served over HTTP, the lab's stand-in for an internal PyPI
   mirror; ``llmfleet lab wheels REQ...`` fills it.
+- syslog: the central syslog receiver (the distribution's rsyslog, TCP) the hosts forward their
+  logs to (group data log_forward_target); what it receives goes to ``syslog/received.log``.
+- audit_metrics: a node exporter (the distribution's) with only its textfile collector, reading
+  the folder the audits write their metrics into (group data audit_metrics_dir), as on the
+  machine an operator runs the audits from.
+- prometheus: the distribution's Prometheus, loading what `llmfleet monitoring` renders for the
+  lab's inventory (rendered again, and Prometheus reloaded, at every `lab up`).
 
 Every service listens on the bridge address only.
 """
@@ -20,7 +27,15 @@ import time
 
 from llmfleet.errors import LabError
 from llmfleet.lab import sh
-from llmfleet.lab.config import APT_PROXY_PORT, NTP_PORT, WHEELS_PORT, LabPaths
+from llmfleet.lab.config import (
+    APT_PROXY_PORT,
+    AUDIT_METRICS_PORT,
+    NTP_PORT,
+    PROMETHEUS_PORT,
+    SYSLOG_PORT,
+    WHEELS_PORT,
+    LabPaths,
+)
 from llmfleet.lab.state import Service
 
 # apt-cacher-ng (3.7.4, Debian 12) displaces a volatile file's download (an index: InRelease,
@@ -37,7 +52,26 @@ from llmfleet.lab.state import Service
 ACNG_NEVER_DISPLACE_S = 2**31 - 1
 
 # Names and ports, in one place (the deploy's lab group data reads them from the state).
-SERVICES = {"ntp": ("udp", NTP_PORT), "apt_proxy": ("tcp", APT_PROXY_PORT), "wheels": ("tcp", WHEELS_PORT)}
+SERVICES = {"ntp": ("udp", NTP_PORT), "apt_proxy": ("tcp", APT_PROXY_PORT), "wheels": ("tcp", WHEELS_PORT),
+            "syslog": ("tcp", SYSLOG_PORT), "audit_metrics": ("tcp", AUDIT_METRICS_PORT),
+            "prometheus": ("tcp", PROMETHEUS_PORT)}
+# started after the hosts (it loads the monitoring rendered from the lab's inventory)
+AFTER_HOSTS = ("prometheus",)
+
+
+def syslog_received(paths: LabPaths):
+    """What the lab's syslog receiver got: `<inventory host name> <app name> <message>` a line."""
+    return paths.services_dir / "syslog" / "received.log"
+
+
+def audit_metrics_dir(paths: LabPaths):
+    """The textfile folder the audit_metrics node exporter reads (group_data/lab.py: audit_metrics_dir)."""
+    return paths.services_dir / "audit_metrics" / "textfile"
+
+
+def prometheus_config_dir(paths: LabPaths):
+    """Where `lab up` writes what `llmfleet monitoring` renders for the lab; Prometheus loads it."""
+    return paths.services_dir / "prometheus" / "config"
 
 
 def port_holder(proto: str, port: int) -> str:
@@ -123,7 +157,36 @@ def _command(name: str, address: str, subnet: str, paths: LabPaths) -> tuple[lis
         paths.wheels_dir.mkdir(parents=True, exist_ok=True)
         return [sys.executable, "-m", "http.server", "--bind", address, "--directory",
                 str(paths.wheels_dir), str(WHEELS_PORT)], str(paths.wheels_dir)
+    if name == "syslog":
+        conf = d / "rsyslog.conf"
+        conf.write_text(
+            "# llmfleet lab syslog receiver: what the hosts forward (TCP, octet-counted), one line each\n"
+            f'global(workDirectory="{d}")\n'
+            'module(load="imtcp")\n'
+            'template(name="received" type="string" string="%HOSTNAME% %APP-NAME% %msg%\\n")\n'
+            'ruleset(name="received") {\n'
+            f'    action(type="omfile" file="{syslog_received(paths)}" template="received" flushOnTXEnd="on")\n'
+            "}\n"
+            f'input(type="imtcp" address="{address}" port="{SYSLOG_PORT}" ruleset="received")\n')
+        return ["rsyslogd", "-n", "-f", str(conf), "-i", str(d / "rsyslogd.pid")], str(conf)
+    if name == "audit_metrics":
+        audit_metrics_dir(paths).mkdir(parents=True, exist_ok=True)
+        return ["prometheus-node-exporter", f"--web.listen-address={address}:{AUDIT_METRICS_PORT}",
+                "--collector.disable-defaults", "--collector.textfile",
+                f"--collector.textfile.directory={audit_metrics_dir(paths)}"], str(audit_metrics_dir(paths))
+    if name == "prometheus":
+        config = prometheus_config_dir(paths) / "prometheus.yml"
+        return ["prometheus", f"--config.file={config}", f"--storage.tsdb.path={d / 'data'}",
+                "--storage.tsdb.retention.time=1d", f"--web.listen-address={address}:{PROMETHEUS_PORT}"], str(config)
     raise ValueError(name)
+
+
+def reload(svc: Service) -> None:
+    """A running service reads its configuration again (Prometheus: SIGHUP)."""
+    import os
+    import signal
+
+    os.kill(svc.proc.pid, signal.SIGHUP)
 
 
 def ensure_service(name: str, current: Service | None, address: str, subnet: str,

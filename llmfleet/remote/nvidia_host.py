@@ -16,7 +16,7 @@ module = nvidia_module()
 packages = {}
 for line in sh(["dpkg-query", "-W", "-f", "${Package}\t${Version}\t${db:Status-Status}\n"]).splitlines():
     name, ver, status = (line.split("\t") + ["", ""])[:3]
-    if status == "installed" and re.match(r"(lib)?(nvidia|cuda)", name):
+    if status == "installed" and re.match(r"(lib)?(nvidia|cuda)|datacenter-gpu-manager", name):
         packages[name] = ver
 held = sorted(sh(["apt-mark", "showhold"]).split())
 kernel = os.uname().release

@@ -8,11 +8,12 @@ import runpy
 
 from harness import BIN, ROOT, lab_ssh, run, state
 
-COMPONENTS = ("nvidia_driver", "cuda_toolkit", "nvidia_persistence", "gpu_clocks")
+COMPONENTS = ("nvidia_driver", "cuda_toolkit", "nvidia_persistence", "gpu_clocks", "dcgm_exporter")
 LEFT_BEHIND = ("/etc/apt/sources.list.d/llmfleet-nvidia-cuda.sources", "/etc/apt/keyrings/llmfleet-nvidia-cuda.gpg",
                "/etc/apt/preferences.d/90-llmfleet-nvidia",
                "/etc/modprobe.d/90-llmfleet-nouveau.conf", "/etc/systemd/system/llmfleet-gpu-clocks.service",
-               "/etc/systemd/system/nvidia-persistenced.service.d")
+               "/etc/systemd/system/nvidia-persistenced.service.d", "/etc/dcgm-exporter",
+               "/etc/systemd/system/nvidia-dcgm-exporter.service")
 
 
 def one_line(text: str) -> str:

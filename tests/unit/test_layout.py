@@ -42,7 +42,8 @@ def test_no_layout_is_the_single_unit_of_before():
                                       vllm_model=MODEL | {"num_attention_heads": 32}))
     assert layout.instances(settings) is None
     assert layout.service_ports(settings) == {"vllm_port": 8000, "host_service_ports.node_exporter": 9100,
-                                              "host_service_ports.prometheus": 9090}
+                                              "host_service_ports.prometheus": 9090,
+                                              "host_service_ports.dcgm_exporter": 9400}
 
 
 def test_shorthands_on_the_dgx1_cube_mesh_follow_its_nvlink_and_numa_nodes():

@@ -203,8 +203,8 @@ def test_monitoring_names_follow_each_hosts_version():
     for g in rules["groups"]:
         assert {r["alert"] for r in g["rules"]} == {"VllmDown", "VllmQueueBacklog", "VllmKvCacheFull",
                                                       "VllmErrorRate", "VllmLatencyHigh"}
-    scrape = yaml.safe_load(files["prometheus-scrape.yml"])
-    assert scrape["scrape_configs"][0]["file_sd_configs"] == [{"files": ["vllm-targets.yml"]}]
+    scrape = {j["job_name"]: j for j in yaml.safe_load(files["prometheus.yml"])["scrape_configs"]}
+    assert scrape["vllm"]["file_sd_configs"] == [{"files": ["vllm-targets.yml"]}]
 
 
 def test_monitoring_scrapes_each_instance_of_a_layout_through_its_front_door():
@@ -219,9 +219,10 @@ def test_monitoring_scrapes_each_instance_of_a_layout_through_its_front_door():
         (["10.0.0.2:8000"], None, None, None)]
     assert targets[0]["labels"]["host"] == "gpu-1" and targets[0]["labels"]["instance"] == "gpu-1/a"
     assert yaml.safe_load(files["frontdoor-targets.yml"]) == [{"targets": ["10.0.0.1:8404"],
-                                                               "labels": {"host": "gpu-1"}}]
-    jobs = yaml.safe_load(files["prometheus-scrape.yml"])["scrape_configs"]
-    assert [j["job_name"] for j in jobs] == ["vllm", "frontdoor"]
+                                                               "labels": {"host": "gpu-1",
+                                                                          "gpu_profile": "v100_sxm2_32gb_x8"}}]
+    jobs = yaml.safe_load(files["prometheus.yml"])["scrape_configs"]
+    assert [j["job_name"] for j in jobs] == ["node", "dcgm", "vllm", "frontdoor"]
 
 
 GOLDEN = ROOT / "tests" / "unit" / "data" / "vllm_units"
