@@ -189,7 +189,8 @@ def main(argv):
             if any(p.exitcode not in (None, 0) for r, p in enumerate(procs) if r not in replies):
                 break
         now = time.monotonic()
-        if now >= next_sample and not barrier.broken:
+        # while the GPUs work (not after: a sample of GPUs cooling down says nothing of the load)
+        if now >= next_sample and not barrier.broken and now - started <= seconds + interval / 2:
             done = list(progress)
             gpus = []
             for r in range(world):
@@ -198,7 +199,8 @@ def main(argv):
                 gpus.append(row)
             samples.append({"t": round(now - started, 1), "gpus": gpus})
             last_t, last_done = now, done
-            next_sample += interval
+            while next_sample <= now:  # a late sample (a busy machine) is not followed by catch-up ones
+                next_sample += interval
     for p in procs:
         p.join(timeout=5)
         if p.is_alive():
