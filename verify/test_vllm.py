@@ -53,7 +53,7 @@ def test_weights_load_time(host, host_name, settings, served, record_property):
         if now.weights_s > settings.vllm_weights_load_max_s:
             wrong.append(f"{host_name}: {unit}: weights load time (vllm_weights_load_max_s): expected at most "
                          f"{settings.vllm_weights_load_max_s:g} s, actual {now.weights_s:g} s (started {now.at}; "
-                         f"earlier starts: {earlier or 'none in the journal'} s)")
+                         f"{'earlier starts: ' + earlier + ' s' if earlier else 'no earlier start in the journal'})")
     record_property("vllm_weights_load", figures)
     assert not wrong, "\n".join(wrong)
 
