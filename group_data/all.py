@@ -908,6 +908,6 @@ storage_thresholds = {
 onboard_min_free_gb = 100
 # Each acceptance result (the figures of the model storage, the burn-in, DCGM's diagnostics, the
 # all-reduce) is kept beside the host's fingerprint (<state dir>/hosts/<host>/acceptance.json); a
-# later acceptance run (`llmfleet onboard ... --acceptance-again`) and the audit compare with it: a
+# later acceptance run (`llmfleet onboard ... --recheck`) and the audit compare with it: a
 # figure worse than this share of the kept one is a problem (0.25: a quarter slower).
 acceptance_tolerance = 0.25
