@@ -69,8 +69,8 @@ def scrape_textfiles(folder: Path) -> str:
 
 
 def audit_doc() -> dict:
-    c1 = HostResult("lab-c1", checks_run=40,
-                    figures={"vllm_weights_load": {"vllm.service": {"weights_s": 12.5, "at": "2026-12-02T09:00:00+00:00"}}})
+    load = {"vllm.service": {"weights_s": 12.5, "at": "2026-12-02T09:00:00+00:00"}}
+    c1 = HostResult("lab-c1", checks_run=40, figures={"vllm_weights_load": load})
     c1.problems = [Problem("lab-c1", "config", "deploy: limits", "m"), Problem("lab-c1", "state", "verify/x", "m"),
                    Problem("lab-c1", "state", "verify/y", "m", waived="trial (until 2099-01-01)")]
     c2 = HostResult("lab-c2", reachable=False)
