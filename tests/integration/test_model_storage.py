@@ -27,11 +27,11 @@ def test_fio_measures_the_model_storage_of_every_lab_host(lab, deployed):
     assert set(codes.values()) == {0}, output[-4000:]
     # each host's figures, as the check prints them: measured on its own filesystem, with O_DIRECT or saying not
     for name in kinds:
-        m = re.search(rf"^{name}: model storage: (/\S+) \((\S+) on (\S+), fio-[0-9.]+, (.+?)\): sequential read "
-                      r"([0-9]+) MB/s, 4 KiB random read ([0-9.]+) ms mean", output, re.M)
+        m = re.search(rf"{name}: model storage: (/\S*) \((\S+) on (\S+), fio-[0-9.]+, (.+?)\): sequential read "
+                      r"([0-9]+) MB/s, 4 KiB random read ([0-9.]+) ms mean", output)
         assert m, (name, output[-3000:])
         assert int(m.group(5)) >= 50 and float(m.group(6)) <= 20.0  # group_data/lab.py storage_thresholds
-    # the test file is gone from every host
+    # the test file is gone from every host (the VM serves nothing: no /data/models, its nearest parent is /)
     for name in kinds:
-        left = lab_ssh(name, "sudo find /data -maxdepth 3 -name '.llmfleet-fio-*' -print").stdout.strip()
-        assert left == "", (name, left)
+        left = lab_ssh(name, "sudo find / -xdev -maxdepth 3 -name '.llmfleet-fio-*' -print 2>/dev/null; true")
+        assert left.stdout.strip() == "", (name, left.stdout)
