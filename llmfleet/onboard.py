@@ -196,10 +196,13 @@ def deploy(run: Run) -> None:
 def verify(run: Run) -> dict:
     from llmfleet.audit import state_drift
 
-    problems, counts, _ = state_drift.verify(run.inventory, [run.entry], workers=1)
+    figures: dict[str, dict] = {}
+    problems, counts, _ = state_drift.verify(run.inventory, [run.entry], workers=1, figures=figures)
     if problems:
         raise StageFailed([f"{p.check}: {p.message}" for p in problems])
-    return {"checks": counts.get(run.host, 0)}
+    # this start's weights load time: the acceptance result keeps it (no second read of the journal)
+    return {"checks": counts.get(run.host, 0),
+            "vllm_weights_load": figures.get(run.host, {}).get("vllm_weights_load")}
 
 
 def measure(run: Run) -> tuple[dict, dict]:
@@ -219,10 +222,14 @@ def measure(run: Run) -> tuple[dict, dict]:
         raise StageFailed([f"{p.check}: {p.message}" for p in problems])
     result = dict(figures.get(host, {}))
     if settings.vllm_enabled:  # this start's weights load time: what audits later compare with
-        load: dict[str, dict] = {}
-        state_drift.verify(run.inventory, [run.entry], workers=1, figures=load,
-                           marker="not acceptance and weights_load")
-        result.update(load.get(host, {}))
+        verified = run.progress.get("stages", {}).get("verify", {}).get("vllm_weights_load")
+        if verified is None:  # --recheck, or a verify stage recorded before load times were
+            load: dict[str, dict] = {}
+            state_drift.verify(run.inventory, [run.entry], workers=1, figures=load,
+                               marker="not acceptance and weights_load")
+            verified = load.get(host, {}).get("vllm_weights_load")
+        if verified is not None:
+            result["vllm_weights_load"] = verified
     interconnect = {"acceptance_checks": counts.get(host, 0), "acceptance_notes": notes.get(host, [])}
     if not settings.vllm_enabled:
         return {**interconnect, "probe": "vllm_enabled is False: nothing to measure"}, result

@@ -1,9 +1,10 @@
 """The model storage's speed measured for real on every lab host: fio (installed by the deploy's
 model_storage component) on the filesystem of vllm_models_dir, through the verify check onboarding's
 acceptance runs (verify/test_model_storage.py, `-m storage`), judged against the lab's
-storage_thresholds. Bounded by the lab's group data: a 32 MiB file, 2 s a measurement (about 5 s a
+storage_thresholds. Bounded by the lab's group data: a 32 MiB file, 1 s a measurement (about 4 s a
 host); the containers' pytest and the VM's run at once, as harness.Lab.verify runs them. The
-thresholds' arithmetic and fio's output read are the unit tests' (tests/unit/test_onboarding_checks.py).
+thresholds' arithmetic, fio's output read and the test file's removal are the unit tests'
+(tests/unit/test_onboarding_checks.py, with this machine's fio).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from harness import BIN, lab_ssh, run_at_once, state
+from harness import BIN, run_at_once, state
 
 pytestmark = pytest.mark.lab_stage("as made")
 
@@ -31,7 +32,3 @@ def test_fio_measures_the_model_storage_of_every_lab_host(lab, deployed):
                       r"([0-9]+) MB/s, 4 KiB random read ([0-9.]+) ms mean", output)
         assert m, (name, output[-3000:])
         assert int(m.group(5)) >= 50 and float(m.group(6)) <= 20.0  # group_data/lab.py storage_thresholds
-    # the test file is gone from every host (the VM serves nothing: no /data/models, its nearest parent is /)
-    for name in kinds:
-        left = lab_ssh(name, "sudo find / -xdev -maxdepth 3 -name '.llmfleet-fio-*' -print 2>/dev/null; true")
-        assert left.stdout.strip() == "", (name, left.stdout)
