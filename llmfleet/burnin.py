@@ -144,8 +144,8 @@ def describe(result: dict, limits: Limits | None = None) -> str:
         known = "confirmed" if s["known_result"] else "WRONG"
         lines.append(f"GPU {i} {s['name']}: {s['tflops']} TFLOP/s{floor}, {s['products']} products, "
                      f"{s['wrong_elements']} wrong elements, known result {known}, "
-                     f"max {s['max_temp_c']} C (memory {s['max_mem_temp_c']} C), SM {_span(s['sm_mhz'])} MHz, "
-                     f"max {s['max_power_w']} W, clock event reasons: {_seen(s['reasons'])}")
+                     f"max {_v(s['max_temp_c'])} C (memory {_v(s['max_mem_temp_c'])} C), SM {_span(s['sm_mhz'])} "
+                     f"MHz, max {_v(s['max_power_w'])} W, clock event reasons: {_seen(s['reasons'])}")
     return "\n".join(lines)
 
 
