@@ -7,12 +7,14 @@ BIN       := $(VENV)/bin
 # the browser the audit page's test renders it in (tests/browser/). prometheus (with promtool),
 # prometheus-node-exporter and rsyslog: the lab's Prometheus, audit node exporter and syslog
 # receiver, and the unit tests' promtool, node exporter and rsyslogd -N1 (the lab runs its own on
-# ports of its own: a system one the install starts can keep 9090, 9100 and 514).
+# ports of its own: a system one the install starts can keep 9090, 9100 and 514). fio: the unit
+# tests run the model storage's host script with it (tests/unit/test_onboarding_checks.py).
 SYSDEPS   := systemd-container mmdebstrap openssh-client iproute2 chrony apt-cacher-ng \
-             qemu-system-x86 qemu-utils e2fsprogs chromium prometheus prometheus-node-exporter rsyslog
+             qemu-system-x86 qemu-utils e2fsprogs chromium prometheus prometheus-node-exporter rsyslog fio
 DEMO_HOSTS ?= 3
 
-.PHONY: demo test unit browser integration sysdeps venv lint lab-down verify-device device-wheels
+.PHONY: demo test unit browser integration sysdeps venv lint lab-down verify-device burnin-device device-site \
+        device-wheels
 
 sysdeps:
 	@missing=$$(for p in $(SYSDEPS); do \
@@ -76,15 +78,27 @@ lab-down: venv
 # H200, `make device-wheels` here first puts what its python3 lacks into .whl/ (carry it along);
 # then, there, one command:
 #   make verify-device [DATA='--data gpu_profile=v100_sxm2_32gb_x8 --data nvidia_driver_flavour=proprietary']
-# (the second: its GPU checks fail as a V100 host's would; inventories/device.py says why)
+# (the second: its GPU checks fail as a V100 host's would; inventories/device.py says why). The CUDA
+# smoke test is verify/test_gpu_health.py's. The burn-in (onboarding acceptance) runs there on its own,
+# for BURNIN_S seconds, printing TFLOP/s, temperatures, clocks, power and clock event reasons over the
+# run (read-only: compute only):
+#   make burnin-device [BURNIN_S=60]
 GPU_VERIFY := verify/test_gpu_health.py verify/test_nvidia_driver.py verify/test_nvidia_persistence.py \
               verify/test_gpu_clocks.py verify/test_fabric_manager.py verify/test_gpu_interconnect.py
 DEVICE_PY  ?= python3
-verify-device:
+BURNIN_S   ?= 60
+device-site:
 	@if [ -d .whl ]; then $(DEVICE_PY) -m pip install -q --no-index --no-deps --no-compile --upgrade \
 	  --target .device-site .whl/*.whl; fi
+
+verify-device: device-site
 	PYTHONPATH=$(CURDIR)/.device-site$${PYTHONPATH:+:$$PYTHONPATH} $(DEVICE_PY) -m pytest $(GPU_VERIFY) \
 	  -p no:cacheprovider -q -rfEP --hosts=local:// --inventory inventories/device.py $(DATA)
+
+burnin-device: device-site
+	PYTHONPATH=$(CURDIR)/.device-site$${PYTHONPATH:+:$$PYTHONPATH} $(DEVICE_PY) -m pytest verify/test_gpu_burnin.py \
+	  -p no:cacheprovider -q -rfEP -s --hosts=local:// --inventory inventories/device.py \
+	  --data gpu_burnin_duration_s=$(BURNIN_S) $(DATA)
 
 device-wheels: venv
 	rm -rf .whl && $(BIN)/pip download -q -d .whl --only-binary=:all: --python-version 3.12 \

@@ -22,6 +22,7 @@ from operations import (
                         limits,
                         log_forwarding,
                         mirrors,
+                        model_storage,
                         module_blacklist,
                         node_exporter,
                         nvidia_driver,
@@ -37,6 +38,7 @@ settings = settings_for(host)
 # host baseline
 mirrors.configure(settings)
 base_packages.install(settings)
+model_storage.install(settings)  # fio: onboarding measures the models' filesystem with it
 kernel_cmdline.configure(settings)
 thp.configure(settings)
 limits.configure(settings)

@@ -159,6 +159,10 @@ module_blacklist = []
 #   p2p                 where peer-to-peer access must work: "nvlink_pairs", "all_pairs" or "none"
 #   allreduce_min_busbw_gbs  size (MiB) -> lowest all-reduce bus bandwidth (GB/s, nccl-tests'
 #                       busbw) across all GPUs; sizes without a threshold are measured and reported
+# The burn-in (verify/test_gpu_burnin.py: onboarding acceptance):
+#   fp16_tensor_tflops  one GPU's dense FP16 tensor-core peak (TFLOP/s, FP32 accumulate, without the
+#                       2:4 sparsity that datasheets quote first: half of that figure); the burn-in must
+#                       reach gpu_burnin_min_tflops_fraction of it on every GPU. None: not checked
 # ---------------------------------------------------------------------------------------------
 gpu_profiles = {
     "v100_sxm2_32gb_x8": {
@@ -201,6 +205,9 @@ gpu_profiles = {
         # NVSwitch systems only; an 8 x V100 board with NVSwitch is a DGX-2/HGX-2: a profile of its own)
         "nvswitches": 0,
         "gpu_fabric": "not_supported",  # NVML's GPU fabric information is for Hopper and newer
+        # NVIDIA V100 datasheet: "Tensor Performance 125 TFLOPS" (SXM2; Volta has no sparsity)
+        # [secondary: the datasheet as quoted, not read here]
+        "fp16_tensor_tflops": 125.0,
         "source": "../shared/facts/v100-vllm.md",
     },
     "v100_pcie_32gb_x8": {
@@ -230,6 +237,7 @@ gpu_profiles = {
         "allreduce_min_busbw_gbs": {1024: 8.0},
         "nvswitches": 0,
         "gpu_fabric": "not_supported",
+        "fp16_tensor_tflops": 112.0,  # NVIDIA V100 datasheet, PCIe: 112 TFLOPS [secondary, as for SXM2]
         "source": "../shared/facts/v100-vllm.md",
     },
     # The H200 the `device` tool lends for testing: one GPU passed through to a VM, so NVLink is
@@ -262,6 +270,10 @@ gpu_profiles = {
         # (2026-12-01, ../shared/facts/gpu-generations.md "observed H200 stack"): NVML reports no fabric.
         "nvswitches": 0,
         "gpu_fabric": "not_supported",
+        # NVIDIA H200 / H100 SXM datasheets: FP16 Tensor Core 1,979 TFLOPS "with sparsity", half without
+        # (the H200 is the H100's GH100 compute with other memory; glennklockwood.com/garden/processors/h100
+        # lists FP16 matrix 989.4, sparse 1978.9) [datasheet as quoted by secondary sources]
+        "fp16_tensor_tflops": 989.4,
         "source": "NVML on the lent H200, 2026-11-29",
     },
 }
@@ -333,6 +345,9 @@ gpu_profiles["a100_sxm4_80gb_x8"] = {
     # NVML's fabric information is "for Hopper or newer" (nvml.h): an A100 reports none [inferred, not
     # run on an A100]; verify proves Fabric Manager there by the service and by CUDA starting (no error 802)
     "gpu_fabric": "not_supported",
+    # A100 datasheet: FP16 Tensor Core 312 TFLOPS, 624 with sparsity (glennklockwood.com/garden/processors/A100,
+    # citing nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf) [secondary]
+    "fp16_tensor_tflops": 312.0,
     "source": "docs/gpu-generations-sources.md (HGX A100 8-GPU)",
 }
 # A100 80GB PCIe cards, eight in a server, without NVLink bridges: every pair over PCIe.
@@ -361,6 +376,7 @@ gpu_profiles["a100_pcie_80gb"] = {
     "allreduce_min_busbw_gbs": {},
     "nvswitches": 0,
     "gpu_fabric": "not_supported",
+    "fp16_tensor_tflops": 312.0,  # the same datasheet: 312 for PCIe and SXM alike [secondary]
     "source": "docs/gpu-generations-sources.md (A100 PCIe 80GB)",
 }
 # The same cards with NVLink bridges: pairs of cards joined by three bridges, 12 NVLink 3 links a pair
@@ -400,6 +416,9 @@ gpu_profiles["h100_sxm5_80gb_x8"] = {
     "allreduce_min_busbw_gbs": {},
     "nvswitches": 4,
     "gpu_fabric": "completed",  # nvidia-smi -q Fabric: State Completed, Status Success (Azure/azhpc-images#506)
+    # H100 SXM datasheet: FP16 Tensor Core 1,979 TFLOPS with sparsity, "1/2 lower without" (its table as
+    # quoted by archive-lib.hpctech.co.jp/gpuproduct/nvidia-h100.html) [secondary]
+    "fp16_tensor_tflops": 989.4,
     "source": "docs/gpu-generations-sources.md (HGX H100 8-GPU)",
 }
 # HGX H800 8-GPU: the H100's die (GH100, 10de:2324) with NVLink cut to 8 links a GPU, 400 GB/s
@@ -455,6 +474,10 @@ gpu_profiles["rtx4090_24gb"] = {
     "allreduce_min_busbw_gbs": {},
     "nvswitches": 0,
     "gpu_fabric": "not_supported",
+    # Ada whitepaper (v2.01), RTX 4090: "Peak FP16 Tensor TFLOPS with FP32 Accumulate" 165.2 dense, 330.4
+    # sparse (GeForce runs FP32 accumulation at half the FP16-accumulate rate; PyTorch accumulates in
+    # FP32) [unverified: the whitepaper's table was not read here]
+    "fp16_tensor_tflops": 165.2,
     "source": "docs/gpu-generations-sources.md (GeForce RTX 4090)",
 }
 
@@ -466,6 +489,29 @@ gpu_allreduce_sizes_mib = [1, 4, 16, 64, 256, 1024]
 gpu_allreduce_iters = 20
 gpu_allreduce_warmup = 5
 gpu_allreduce_timeout_s = 600
+
+# The burn-in (verify/test_gpu_burnin.py, llmfleet/remote/gpu_burnin.py; onboarding acceptance, never
+# audits): every GPU at once under a full FP16 matrix-multiply load (PyTorch, one process per GPU) for
+# gpu_burnin_duration_s, each result compared with the exactly known one (integer-valued matrices:
+# a wrong element is a hardware error), NVML read every gpu_burnin_sample_interval_s (temperatures,
+# clocks, power, clock event reasons, TFLOP/s in that interval). A GPU fails with any wrong element, a
+# mean below gpu_burnin_min_tflops_fraction x its profile's fp16_tensor_tflops, a temperature above
+# gpu_burnin_max_temperature_c, or a thermal, hardware-slowdown or power-brake clock event reason in
+# any sample (the software power cap is what full load looks like: recorded, not failed). Read-only:
+# no GPU setting is touched. Minutes, not hours: DCGM's long diagnostic (dcgm_diag_acceptance_level)
+# stresses the GPUs too.
+gpu_burnin_duration_s = 300
+# n of the n x n x n multiplications (FP16: three matrices of 2 n^2 bytes on every GPU, 384 MiB at 8192)
+gpu_burnin_matrix_size = 8192
+gpu_burnin_sample_interval_s = 5
+# Dense FP16 matmuls reach 70-90 % of the datasheet peak on healthy cards (cuBLAS, large square
+# shapes); a throttled or degraded card falls below 0.6. [the H200 measured figure: README, "GPUs"]
+gpu_burnin_min_tflops_fraction = 0.6
+gpu_burnin_max_temperature_c = 85  # as gpu_alerts.temperature_c: a card that reaches it under load pages later
+# The CUDA smoke test of verify (llmfleet/remote/gpu_smoke.py, every GPU at once, the vLLM
+# environment's PyTorch): allocate, copy, multiply known matrices, compare. A GPU that does not
+# answer within this many seconds fails (a hung GPU).
+gpu_smoke_timeout_s = 120
 
 # The profile of this host's GPUs (a key of gpu_profiles). None: a host without GPUs; the NVIDIA
 # components then do nothing and say so, and the GPU checks of verify report skips.
@@ -615,6 +661,12 @@ vllm_max_unavailable = 1
 # Seconds a restarted host may take to answer /health and a 1-token completion (model loading,
 # CUDA graph capture); also the unit's TimeoutStartSec.
 vllm_ready_timeout_s = 900
+# Seconds the weights may take to load at a start of the server, as its own log says ("Loading weights
+# took N seconds": vLLM 0.19.1 vllm/model_executor/model_loader/default_loader.py:385, vLLM 0.32.0
+# default_loader.py:501; with several workers the slowest counts). verify fails above it; every audit
+# records it (llmfleet_audit_vllm_weights_load_seconds) so a degrading disk shows as a trend. The
+# design notes: NVMe at 3 GB/s loads a 70B fp16 model (140 GB) in about a minute; twice that is slow.
+vllm_weights_load_max_s = 120.0
 # systemd restarts a crashed server (Restart=on-failure) at most this many times per interval.
 vllm_start_limit_burst = 5
 vllm_start_limit_interval_s = 600
@@ -666,6 +718,15 @@ dcgm_exporter_package = {"name": "datacenter-gpu-manager-exporter", "version": "
 dcgm_exporter_archive = None
 # The address the exporter listens on ("0.0.0.0": every address).
 dcgm_exporter_address = "0.0.0.0"
+# DCGM's diagnostics (`dcgmi diag -r LEVEL -j`, read from its JSON output): verify runs the quick one
+# on every GPU host, onboarding's acceptance the long one. Levels (DCGM's dcgmi diag reference): 1 quick
+# (seconds: deployment and software), 2 medium (about 2 minutes), 3 long (about 15 minutes), 4 extended.
+# Every test on every GPU must say Pass: Skip, Warn, Fail and a test that did not run all fail (DCGM#55:
+# tests above level 1 skipped on a SKU DCGM does not list, which a naive check reads as success).
+dcgm_diag_verify_level = 1
+dcgm_diag_acceptance_level = 3
+# a run that takes longer is stopped and fails (seconds; level 3 takes about 15 minutes)
+dcgm_diag_timeout_s = 2700
 # How often the exporter reads DCGM's fields (ms; dcgm-exporter's own default is 30000).
 dcgm_exporter_interval_ms = 30000
 # The counters file (/etc/dcgm-exporter/llmfleet-counters.csv): [DCGM field, Prometheus type,
@@ -822,7 +883,31 @@ probe_seed = 0  # schedules and prompts are drawn from it: runs are reproducible
 probe_max_client_lag_ms = 20.0
 
 # ---------------------------------------------------------------------------------------------
+# model_storage: the speed of the filesystem that holds vllm_models_dir (or its nearest existing
+# parent), measured with fio (the distribution's package, installed on every host) at onboarding's
+# preflight and in its acceptance (verify/test_model_storage.py): sequential reads of 1 MiB blocks
+# (how model weights load; 16 in flight) and 4 KiB random reads one at a time (their completion
+# latency: the page faults of a memory-mapped checkpoint), both with O_DIRECT where the filesystem
+# takes it, on a test file of storage_fio_size_mib read over and over for storage_fio_runtime_s each,
+# then removed. The design notes' pre-launch checklist: random reads under 5 ms (or a cold start times
+# out), NVMe at 3 GB/s and more (a 70B model loads in about a minute).
+# ---------------------------------------------------------------------------------------------
+# the test file (MiB): larger than the drive's own cache, or the cache is measured
+storage_fio_size_mib = 1024
+# seconds of each of the two measurements
+storage_fio_runtime_s = 10
+storage_thresholds = {
+    "min_read_mbs": 3000.0,  # sequential read (MB/s, 10^6 bytes a second), at least
+    "max_read_latency_ms": 5.0,  # mean completion latency of a 4 KiB random read, at most
+}
+
+# ---------------------------------------------------------------------------------------------
 # onboarding (`llmfleet onboard`): the free space a new host needs on the filesystem that holds
 # vllm_models_dir (GiB); a 13B fp16 model is 26 GB, and the previous version stays for rollback.
 # ---------------------------------------------------------------------------------------------
 onboard_min_free_gb = 100
+# Each acceptance result (the figures of the model storage, the burn-in, DCGM's diagnostics, the
+# all-reduce) is kept beside the host's fingerprint (<state dir>/hosts/<host>/acceptance.json); a
+# later acceptance run (`llmfleet onboard ... --recheck`) and the audit compare with it: a
+# figure worse than this share of the kept one is a problem (0.25: a quarter slower).
+acceptance_tolerance = 0.25

@@ -603,13 +603,29 @@ def audit_cmd(inventory, limit, waivers_file, state_dir, out_dir, workers, skip,
 @click.option("--restart", is_flag=True, help="Run every stage again, from preflight.")
 @click.option("--stop-after", type=click.Choice(list(STAGES)[:-1]),
               help="Stop after this stage (run again to continue).")
-def onboard_cmd(inventory, host, state_dir, out_dir, restart, stop_after) -> None:
-    """Bring a new server in: preflight, deploy, verify, acceptance probe, record its hardware
-    fingerprint, first audit. Resumable: running it again continues where it stopped."""
+@click.option("--recheck", is_flag=True,
+              help="On an onboarded host: run the acceptance checks again, keep the result beside the one "
+                   "kept at onboarding and compare with it (exit 1 when a figure is worse beyond "
+                   "acceptance_tolerance).")
+def onboard_cmd(inventory, host, state_dir, out_dir, restart, stop_after, recheck) -> None:
+    """Bring a new server in: preflight (with the model storage's speed), deploy, verify, acceptance
+    (GPU interconnect, model storage, DCGM's long diagnostic, burn-in, probe), record its hardware
+    fingerprint and acceptance result, first audit. Resumable: running it again continues where it
+    stopped."""
     from pathlib import Path
 
     from llmfleet.onboard import onboard
+    from llmfleet.onboard import recheck as recheck_host
 
+    if recheck:
+        differences = recheck_host(inventory, host, _state_dir(state_dir), Path(out_dir),
+                                   log=lambda m: console.print(m, highlight=False))
+        for d in differences:
+            console.print(f"{host}: {d.what}: at acceptance {d.kept}, now {d.now} ({d.why})", highlight=False)
+        if differences:
+            sys.exit(1)
+        console.print(f"[bold green]{host}: as good as at acceptance[/]", highlight=False)
+        return
     progress = onboard(inventory, host, _state_dir(state_dir), Path(out_dir), restart, stop_after,
                        log=lambda m: console.print(m, highlight=False))
     if progress.get("onboarded"):

@@ -172,6 +172,18 @@ class HardwareFingerprint(FactBase[dict]):
         return json.loads("\n".join(output))
 
 
+class ModelStorage(FactBase[dict]):
+    """The speed of the filesystem that holds ``path`` (or its nearest existing parent), measured with fio
+    (llmfleet/remote/model_storage.py; judged by llmfleet/storage.py): {"seq_read", "rand_read", ...}, or
+    {"error", "missing": "fio"} on a host without fio. Writes a test file of ``size_mib`` and removes it."""
+
+    def command(self, path: str, size_mib: str, runtime_s: str) -> str:
+        return python_script("model_storage", path, str(size_mib), str(runtime_s))
+
+    def process(self, output) -> dict:
+        return json.loads("\n".join(output))
+
+
 class DiskFree(FactBase[dict]):
     """Free and total space (bytes) of the filesystem that holds ``path`` (or its nearest existing parent)."""
 

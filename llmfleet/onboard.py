@@ -4,13 +4,18 @@ Stages, each recorded in <state dir>/hosts/<host>/onboarding.json when it succee
 the command again continues where it stopped (``--restart`` starts over):
 
 1. preflight: the host answers; a supported OS; the GPUs its profile expects (model, count, PCIe
-   width); free space for models on the filesystem of ``vllm_models_dir``.
+   width); free space for models on the filesystem of ``vllm_models_dir``, and its speed (fio:
+   ``storage_thresholds``; a host without fio gets it first, with the mirrors of group data:
+   onboard_preflight.py).
 2. deploy: `pyinfra INV deploy.py -y --limit HOST` (reboots as the deploy decides).
 3. verify: the verify suite on the host (state checks), every check passing.
-4. acceptance: the GPU interconnect checks (verify/test_gpu_interconnect.py: topology, peer access,
-   all-reduce bus bandwidth; a host with fewer than two GPUs skips them), then the probe's check
-   trial (verify/test_probe.py's), within the SLOs and, with a stored baseline for the host's
-   group (``probe_baseline_file``), within its tolerance.
+4. acceptance: the verify checks marked ``onboarding`` (the GPU interconnect: topology, peer
+   access, all-reduce bus bandwidth, skipped with fewer than two GPUs; the model storage's speed;
+   DCGM's long diagnostic; the GPU burn-in), then the probe's check trial (verify/test_probe.py's),
+   within the SLOs and, with a stored baseline for the host's group (``probe_baseline_file``),
+   within its tolerance. Their figures are kept as the host's acceptance result
+   (<state dir>/hosts/<host>/acceptance.json, llmfleet/acceptance.py) that later runs
+   (``--recheck``) and audits compare with.
 5. record: the hardware fingerprint (audits compare against it).
 6. audit: the host's first audit, which must be clean; only then is the host marked onboarded.
 
@@ -88,27 +93,46 @@ def _now() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
-def _facts(inventory: str, host: str, models_dir: str) -> dict:
+def _facts(inventory: str, host: str, settings) -> dict:
     """{fact: value} of the preflight facts on one host, read in one pyinfra run."""
+    models_dir = str(settings.vllm_models_dir)
     args = [sys.executable, "-m", "pyinfra", inventory, "fact", "llmfleet.facts.Preflight",
-            "llmfleet.facts.HardwareFingerprint", "llmfleet.facts.DiskFree", f"path={models_dir}", "--json", "-y",
-            "--limit", host]
+            "llmfleet.facts.HardwareFingerprint", "llmfleet.facts.DiskFree", f"path={models_dir}",
+            "llmfleet.facts.ModelStorage", f"path={models_dir}", f"size_mib={settings.storage_fio_size_mib}",
+            f"runtime_s={settings.storage_fio_runtime_s}", "--json", "-y", "--limit", host]
     proc = subprocess.run(args, capture_output=True, text=True, cwd=ROOT, timeout=600)
     try:
         data = json.loads(proc.stdout[proc.stdout.index("{"):])
     except ValueError:
         data = {}
     facts = {name.split(" (")[0]: values.get(host) for name, values in data.items()}
-    if len(facts) < 3 or any(v is None for v in facts.values()):
+    if len(facts) < 4 or any(v is None for v in facts.values()):
         tail = " | ".join(ln.strip() for ln in proc.stderr.splitlines() if host in ln)[-500:]
         raise StageFailed([f"{host} did not answer ({tail or 'no reply'}) (fix: check that it is up and reachable "
                            "with the inventory's ssh settings)"])
     return facts
 
 
-def preflight_checks(inventory: str, host: str, settings) -> tuple[list[str], dict]:
+def install_fio(inventory: str, host: str, log=print) -> None:
+    """fio on a host that lacks it (onboard_preflight.py: the mirrors of group data, then fio)."""
+    log(f"{host}: preflight: fio is not installed: installing it (onboard_preflight.py: the mirrors of group data "
+        "and the distribution's fio) to measure the model storage")
+    proc = subprocess.run([sys.executable, "-m", "pyinfra", inventory, "onboard_preflight.py", "-y", "--limit", host],
+                          capture_output=True, text=True, cwd=ROOT, timeout=1800)
+    if proc.returncode != 0:
+        lines = [ln.strip() for ln in (proc.stdout + proc.stderr).splitlines() if ln.strip()]
+        raise StageFailed([f"installing fio failed (exit {proc.returncode}): " + " | ".join(lines[-6:])
+                           + " (fix: let the host reach its apt mirror (apt_proxy), or install fio by hand)"])
+
+
+def preflight_checks(inventory: str, host: str, settings, log=print) -> tuple[list[str], dict]:
     """(problems, what is recorded) of the preflight facts of one host."""
-    facts = _facts(inventory, host, str(settings.vllm_models_dir))
+    from llmfleet import storage
+
+    facts = _facts(inventory, host, settings)
+    if facts["llmfleet.facts.ModelStorage"].get("missing") == "fio":
+        install_fio(inventory, host, log)
+        facts = _facts(inventory, host, settings)
     pre = facts["llmfleet.facts.Preflight"]
     fp = facts["llmfleet.facts.HardwareFingerprint"]
     disk = facts["llmfleet.facts.DiskFree"]
@@ -137,12 +161,24 @@ def preflight_checks(inventory: str, host: str, settings) -> tuple[list[str], di
         problems.append(f"{disk['free'] / 1024 ** 3:.1f} GiB free on {disk['mount']} (holding vllm_models_dir "
                         f"{settings.vllm_models_dir}), onboard_min_free_gb = {settings.onboard_min_free_gb} "
                         "(fix: free space or a larger disk)")
+    measured: dict | str
+    try:
+        figures = storage.figures(facts["llmfleet.facts.ModelStorage"])
+    except storage.StorageError as exc:
+        problems.append(f"model storage (fio on vllm_models_dir {settings.vllm_models_dir}): expected measured, "
+                        f"actual: {exc}")
+        measured = str(exc)
+    else:
+        log(f"{host}: preflight: model storage: {figures.describe()}")
+        problems += storage.problems(figures, settings.storage_thresholds)
+        measured = figures.as_dict()
     return problems, {"os": f"{pre['os']} {pre['os_version']}", "kernel": pre["kernel"], "gpus": len(gpus),
-                      "disk_free_gib": round(disk["free"] / 1024 ** 3, 1), "fingerprint": fp}
+                      "disk_free_gib": round(disk["free"] / 1024 ** 3, 1), "model_storage": measured,
+                      "fingerprint": fp}
 
 
 def preflight(run: Run) -> dict:
-    problems, info = preflight_checks(run.inventory, run.host, run.settings)
+    problems, info = preflight_checks(run.inventory, run.host, run.settings, run.log)
     if problems:
         raise StageFailed(problems)
     run.progress["preflight_fingerprint"] = info.pop("fingerprint")
@@ -160,25 +196,43 @@ def deploy(run: Run) -> None:
 def verify(run: Run) -> dict:
     from llmfleet.audit import state_drift
 
-    problems, counts, _ = state_drift.verify(run.inventory, [run.entry], workers=1)
+    figures: dict[str, dict] = {}
+    problems, counts, _ = state_drift.verify(run.inventory, [run.entry], workers=1, figures=figures)
     if problems:
         raise StageFailed([f"{p.check}: {p.message}" for p in problems])
-    return {"checks": counts.get(run.host, 0)}
+    # this start's weights load time: the acceptance result keeps it (no second read of the journal)
+    return {"checks": counts.get(run.host, 0),
+            "vllm_weights_load": figures.get(run.host, {}).get("vllm_weights_load")}
 
 
-def acceptance(run: Run) -> dict:
+def measure(run: Run) -> tuple[dict, dict]:
+    """The acceptance checks on the host: (what the stage records, the acceptance result to keep:
+    every figure the checks recorded, the weights load time of the running servers, the probe's).
+    StageFailed with every reason when a check fails."""
     from llmfleet.audit import state_drift
     from llmfleet.probe import fleet
     from llmfleet.probe.config import ProbeError
     from llmfleet.probe.run import run_probe
 
     host, settings = run.host, run.settings
-    problems, counts, notes = state_drift.verify(run.inventory, [run.entry], workers=1, marker="interconnect")
+    figures: dict[str, dict] = {}
+    problems, counts, notes = state_drift.verify(run.inventory, [run.entry], workers=1, marker="onboarding",
+                                                 figures=figures)
     if problems:
         raise StageFailed([f"{p.check}: {p.message}" for p in problems])
-    interconnect = {"interconnect_checks": counts.get(host, 0), "interconnect_notes": notes.get(host, [])}
+    result = dict(figures.get(host, {}))
+    if settings.vllm_enabled:  # this start's weights load time: what audits later compare with
+        verified = run.progress.get("stages", {}).get("verify", {}).get("vllm_weights_load")
+        if verified is None:  # --recheck, or a verify stage recorded before load times were
+            load: dict[str, dict] = {}
+            state_drift.verify(run.inventory, [run.entry], workers=1, figures=load,
+                               marker="not acceptance and weights_load")
+            verified = load.get(host, {}).get("vllm_weights_load")
+        if verified is not None:
+            result["vllm_weights_load"] = verified
+    interconnect = {"acceptance_checks": counts.get(host, 0), "acceptance_notes": notes.get(host, [])}
     if not settings.vllm_enabled:
-        return {**interconnect, "probe": "vllm_enabled is False: nothing to measure"}
+        return {**interconnect, "probe": "vllm_enabled is False: nothing to measure"}, result
     t = fleet.target_of(host, settings, run.entry["data"].get("ssh_hostname") or host)
     try:
         rep = run_probe(t.url, t.model, t.api_key, t.config, tokenizer=t.tokenizer, host=host,
@@ -192,8 +246,37 @@ def acceptance(run: Run) -> dict:
     if not rep.passed:
         raise StageFailed(rep.reasons)
     o = rep.trials[-1].overall
+    result["probe"] = {"rate": rep.trials[-1].offered_rps, "p95_e2e_ms": o.e2e_ms.p95}
     return {**interconnect, "rate": rep.trials[-1].offered_rps, "p95_e2e_ms": o.e2e_ms.p95,
-            "baseline": rep.gate.message if rep.gate else "no baseline stored for this host's group"}
+            "baseline": rep.gate.message if rep.gate else "no baseline stored for this host's group"}, result
+
+
+def acceptance(run: Run) -> dict:
+    from llmfleet import acceptance as kept
+
+    detail, result = measure(run)
+    path = kept.record(run.state_dir, run.host, {"at": _now(), "figures": result})
+    return {**detail, "result": str(path)}
+
+
+def recheck(inventory: str, host: str, state_dir: Path, out_dir: Path, log=print) -> list:
+    """The acceptance checks again on an onboarded host, kept beside its acceptance result (which stays)
+    and compared with it: the differences beyond acceptance_tolerance (an empty list: as good as then)."""
+    from llmfleet import acceptance as kept
+
+    run = _run(inventory, host, state_dir, out_dir, log)
+    before = kept.load(state_dir, host)
+    if before is None:
+        raise OnboardError(f"{host}: no acceptance result kept in {kept.path_for(state_dir, host)}: onboard it "
+                           f"first (llmfleet onboard {inventory} --limit {host})")
+    log(f"{host}: acceptance checks again (kept result of {before['at']}) ...")
+    try:
+        _, result = measure(run)
+    except StageFailed as exc:
+        raise OnboardError(f"{host}: the acceptance checks failed: " + "; ".join(exc.reasons)) from None
+    path = kept.record_run(state_dir, host, {"at": _now(), "figures": result})
+    log(f"{host}: kept in {path}")
+    return kept.compare(before["figures"], result, run.settings.acceptance_tolerance)
 
 
 def record(run: Run) -> dict:
@@ -224,6 +307,10 @@ STAGES: dict[str, Stage] = {"preflight": preflight, "deploy": deploy, "verify": 
 def onboard(inventory: str, host: str, state_dir: Path, out_dir: Path, restart: bool = False,
             stop_after: str | None = None, log=print) -> dict:
     """Onboard one host of the inventory: every stage not done yet, in order (see ``run_stages``)."""
+    return run_stages(_run(inventory, host, state_dir, out_dir, log), STAGES, restart, stop_after)
+
+
+def _run(inventory: str, host: str, state_dir: Path, out_dir: Path, log) -> Run:
     from llmfleet.settings import SettingsError, validate
 
     chosen = read_inventory(inventory, limit=[host])
@@ -234,7 +321,7 @@ def onboard(inventory: str, host: str, state_dir: Path, out_dir: Path, restart: 
         settings = validate(host, chosen[0]["data"])
     except SettingsError as exc:
         raise OnboardError(str(exc)) from None
-    return run_stages(Run(inventory, chosen[0], settings, state_dir, out_dir, log), STAGES, restart, stop_after)
+    return Run(inventory, chosen[0], settings, state_dir, out_dir, log)
 
 
 def run_stages(run: Run, stages: dict[str, Stage], restart: bool = False, stop_after: str | None = None) -> dict:

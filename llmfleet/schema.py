@@ -150,6 +150,9 @@ class GpuProfile(BaseModel):
     gpu_numa_nodes: list[int] | None = None  # NUMA node of each GPU (None: not checked)
     p2p: Literal["nvlink_pairs", "all_pairs", "none"] = "nvlink_pairs"  # where peer access must work
     allreduce_min_busbw_gbs: dict[Annotated[int, Field(gt=0)], Annotated[float, Field(gt=0)]] = {}  # MiB -> GB/s
+    # dense FP16 tensor-core peak of one GPU (TFLOP/s, the datasheet's figure without sparsity, FP32
+    # accumulate): the burn-in must reach gpu_burnin_min_tflops_fraction of it (None: not checked)
+    fp16_tensor_tflops: Annotated[float, Field(gt=0)] | None = None
     source: str
 
     @model_validator(mode="after")
@@ -297,6 +300,14 @@ class AuditAlerts(BaseModel):
     max_age_h: Annotated[float, Field(gt=0)]
 
 
+class StorageThresholds(BaseModel):
+    """What the filesystem of vllm_models_dir must deliver (fio; documented in group_data/all.py)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    min_read_mbs: Annotated[float, Field(gt=0)]
+    max_read_latency_ms: Annotated[float, Field(gt=0)]
+
+
 class Settings(BaseModel):
     """Every llmfleet setting. Defaults and documentation: group_data/all.py."""
 
@@ -346,6 +357,12 @@ class Settings(BaseModel):
     gpu_allreduce_iters: PositiveInt
     gpu_allreduce_warmup: Annotated[int, Field(ge=0)]
     gpu_allreduce_timeout_s: PositiveInt
+    gpu_burnin_duration_s: PositiveInt
+    gpu_burnin_matrix_size: Annotated[int, Field(ge=256, le=32768, strict=True)]
+    gpu_burnin_sample_interval_s: PositiveInt
+    gpu_burnin_min_tflops_fraction: Annotated[float, Field(gt=0, le=1)]
+    gpu_burnin_max_temperature_c: Annotated[int, Field(gt=0, le=150, strict=True)]
+    gpu_smoke_timeout_s: PositiveInt
     # vllm: the service
     vllm_enabled: StrictBool
     vllm_packages: Annotated[list[PipRequirement], Field(min_length=1)]
@@ -376,6 +393,7 @@ class Settings(BaseModel):
     vllm_start_limit_burst: PositiveInt
     vllm_start_limit_interval_s: PositiveInt
     vllm_alerts: VllmAlerts
+    vllm_weights_load_max_s: Annotated[float, Field(gt=0)]
     # node_exporter, dcgm_exporter, log_forwarding, monitoring (`llmfleet monitoring`, audit metrics)
     node_exporter_address: Listen
     node_exporter_textfile_dir: AbsPath
@@ -386,6 +404,9 @@ class Settings(BaseModel):
     dcgm_exporter_address: Listen
     dcgm_exporter_interval_ms: Annotated[int, Field(ge=100, strict=True)]
     dcgm_exporter_counters: Annotated[list[DcgmCounter], Field(min_length=1)]
+    dcgm_diag_verify_level: Annotated[int, Field(ge=1, le=4, strict=True)]
+    dcgm_diag_acceptance_level: Annotated[int, Field(ge=1, le=4, strict=True)]
+    dcgm_diag_timeout_s: PositiveInt
     log_forward_target: HostPort | None
     log_forward_units: list[UnitPattern]
     log_forward_kernel: StrictBool
@@ -418,8 +439,12 @@ class Settings(BaseModel):
     probe_baseline_tolerance: Annotated[float, Field(gt=0, lt=1)]
     probe_seed: int
     probe_max_client_lag_ms: Annotated[float, Field(gt=0)]
-    # onboarding
+    # model storage (fio) and onboarding
+    storage_fio_size_mib: PositiveInt
+    storage_fio_runtime_s: PositiveInt
+    storage_thresholds: StorageThresholds
     onboard_min_free_gb: PositiveInt
+    acceptance_tolerance: Annotated[float, Field(gt=0, lt=1)]
 
 
 class SettingsError(ValueError):

@@ -1,10 +1,14 @@
 """dcgm_exporter: on a GPU host, DCGM and dcgm-exporter installed at group data's versions and held,
 both services active and enabled, the exporter's unit and counters file as rendered, and every GPU
-of the profile reporting through it. (A host without GPUs reports skips: gpu_profile is None.)"""
+of the profile reporting through it; DCGM's own diagnostics pass on every GPU (the quick level in
+every verify, the long one in onboarding's acceptance). (A host without GPUs reports skips:
+gpu_profile is None.)"""
 
 import json
 
-from llmfleet import telemetry
+import pytest
+
+from llmfleet import dcgm, telemetry
 from verify.helpers import expect, run_remote
 
 
@@ -38,3 +42,36 @@ def test_dcgm_exporter_reports_every_gpu(host, host_name, settings, gpu_profile)
     want = [str(i) for i in range(gpu_profile.count)]
     expect(host_name, f"GPUs reporting through dcgm-exporter (gpu_profile {settings.gpu_profile})",
            {name: want for name in gpus}, gpus)
+
+
+def _diag(host, host_name, settings, gpu_profile, level: int, record_property) -> None:
+    """`dcgmi diag -r LEVEL -j` on the host (llmfleet/remote/dcgm_diag.py), read by llmfleet/dcgm.py: every
+    test on every GPU Pass (Skip, Fail and a test that did not run fail, with DCGM's own words)."""
+    ran = run_remote(host, "dcgm_diag", str(level), str(settings.dcgm_diag_timeout_s))
+    if "error" in ran:
+        pytest.fail(f"{host_name}: dcgmi diag -r {level} (dcgm_diag_*_level): expected to run, actual: {ran['error']}")
+    try:
+        diag = dcgm.parse(ran["json"])
+    except dcgm.DiagError as exc:
+        pytest.fail(f"{host_name}: dcgmi diag -r {level}: expected its JSON, actual: {exc}")
+    record_property(f"dcgm_diag_r{level}", {"seconds": ran.get("seconds"), "rc": ran.get("rc"),
+                                            "per_gpu": {str(g): t for g, t in diag.per_gpu().items()}})
+    print(f"{host_name}: dcgmi diag -r {level} in {ran.get('seconds')} s: {dcgm.describe(diag)}")
+    problems = dcgm.problems(diag, level, list(range(gpu_profile.count)))
+    if not problems and ran.get("rc"):
+        problems = [f"dcgmi diag -r {level}: exit status: expected 0, actual {ran['rc']} (every result read Pass)"]
+    assert not problems, "\n".join(f"{host_name} {p}" if p.startswith("GPU") else f"{host_name}: {p}"
+                                   for p in problems)
+
+
+def test_dcgm_diagnostics_quick(host, host_name, settings, gpu_profile, record_property):
+    """DCGM's quick diagnostic (dcgm_diag_verify_level, 1: seconds) on every GPU host, every run of verify."""
+    _diag(host, host_name, settings, gpu_profile, settings.dcgm_diag_verify_level, record_property)
+
+
+@pytest.mark.acceptance
+@pytest.mark.onboarding
+def test_dcgm_diagnostics_long(host, host_name, settings, gpu_profile, record_property):
+    """DCGM's long diagnostic (dcgm_diag_acceptance_level, 3: about 15 minutes of stress, memory, PCIe,
+    power) in onboarding's acceptance; audits skip it."""
+    _diag(host, host_name, settings, gpu_profile, settings.dcgm_diag_acceptance_level, record_property)

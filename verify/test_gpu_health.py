@@ -2,6 +2,7 @@
 that catch a card in an x8 slot, NVLink down, ECC trouble, Xid errors, and a PyTorch without
 kernels for the GPU. Each failure names host, GPU index, expected and actual."""
 
+from llmfleet import burnin
 from llmfleet.gpu import kernels_that_run, profile_of
 from verify.helpers import expect, expect_each, read_files, run_remote
 
@@ -102,6 +103,18 @@ def test_torch_has_kernels_for_the_gpu(host_name, settings, gpu_profile, gpu_sta
         f"{host_name}: PyTorch {torch['version']} in {settings.vllm_venv}: expected kernels that run on "
         f"{gpu_profile.arch} ({gpu_profile.model_name}: a cubin of its major version at or below its minor, or "
         f"PTX at or below it), actual kernels for {', '.join(torch['arch_list']) or 'no architecture'}")
+
+
+def test_cuda_computes_on_every_gpu(host, host_name, settings, gpu_profile, gpu_state, record_property):
+    """The CUDA smoke test (llmfleet/remote/gpu_smoke.py, the vLLM environment's PyTorch, every GPU at
+    once): allocate and copy 256 MiB, multiply known matrices in FP32 and FP16, compare with the known
+    result. A GPU that NVML lists but CUDA cannot use fails here by name (NVIDIA/gpu-operator#2685, #2781:
+    a validator that reported ready while CUDA could not run)."""
+    smoke = run_remote(host, "gpu_smoke", str(settings.gpu_smoke_timeout_s), python=f"{settings.vllm_venv}/bin/python3")
+    record_property("cuda_smoke", {str(g["index"]): g.get("checks") or g.get("error") for g in smoke.get("gpus", [])})
+    problems = burnin.smoke_problems(smoke, gpu_profile.count)
+    assert not problems, "\n".join(f"{host_name} {p}" if p.startswith("GPU") else f"{host_name}: {p}"
+                                   for p in problems)
 
 
 def test_nouveau_not_loaded(host, host_name, gpu_profile):

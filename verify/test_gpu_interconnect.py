@@ -17,7 +17,7 @@ import pytest
 from llmfleet import interconnect
 from verify.helpers import run_remote
 
-pytestmark = [pytest.mark.acceptance, pytest.mark.interconnect]
+pytestmark = [pytest.mark.acceptance, pytest.mark.onboarding, pytest.mark.interconnect]
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ GPUs only and runs on its CPUs and memory node (verify/test_frontdoor.py checks 
 
 import pytest
 
-from llmfleet import compat, layout, monitoring, vllm_service
+from llmfleet import compat, layout, monitoring, vllm_logs, vllm_service
 from llmfleet.gpu import profile_of
 from verify.helpers import expect, run_remote
 
@@ -29,6 +29,33 @@ def served(host, host_name, settings) -> dict:
                      "probe": run_remote(host, "vllm_probe", str(port), settings.vllm_served_model_name,
                                          vllm_service.API_KEY_FILE if settings.vllm_api_key_file else "-")}
     return out
+
+
+@pytest.mark.weights_load
+def test_weights_load_time(host, host_name, settings, served, record_property):
+    """This start of each server loaded its weights within vllm_weights_load_max_s, as its own log says
+    ("Loading weights took N seconds"; llmfleet/vllm_logs.py), read from the journal of the unit's
+    current invocation. Every start still in the journal goes into the report (the audit keeps the
+    figure, so a degrading disk shows as a trend)."""
+    loads = run_remote(host, "vllm_loads", *served)
+    figures, wrong = {}, []
+    for unit, state in loads.items():
+        now, every = vllm_logs.current(state)
+        earlier = ", ".join(f"{s.weights_s:g}" for s in every[-6:] if s is not now and s.weights_s is not None)
+        if now is None or now.weights_s is None:
+            wrong.append(f"{host_name}: {unit}: weights load time of this start (vLLM's \"Loading weights took N "
+                         f"seconds\"): expected a line in the journal, actual none for invocation "
+                         f"{state.get('current') or 'none'} ({len(every)} earlier start(s) with one"
+                         f"{'; ' + state['error'] if state.get('error') else ''})")
+            continue
+        figures[unit] = {"weights_s": now.weights_s, "model_s": now.model_s, "at": now.at, "workers": now.workers,
+                         "starts": [s.as_dict() for s in every[-20:]]}
+        if now.weights_s > settings.vllm_weights_load_max_s:
+            wrong.append(f"{host_name}: {unit}: weights load time (vllm_weights_load_max_s): expected at most "
+                         f"{settings.vllm_weights_load_max_s:g} s, actual {now.weights_s:g} s (started {now.at}; "
+                         f"{'earlier starts: ' + earlier + ' s' if earlier else 'no earlier start in the journal'})")
+    record_property("vllm_weights_load", figures)
+    assert not wrong, "\n".join(wrong)
 
 
 def test_unit_active_and_enabled(host_name, served):

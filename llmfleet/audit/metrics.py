@@ -27,6 +27,8 @@ HELP = {
     "llmfleet_audit_unreachable": ("gauge", "1 when the host did not answer the last audit."),
     "llmfleet_audit_checks": ("gauge", "Checks the last audit of the host ran."),
     "llmfleet_audit_timestamp_seconds": ("gauge", "When the last audit of the host ran (Unix time)."),
+    "llmfleet_audit_vllm_weights_load_seconds": ("gauge", "Seconds the running vLLM server took to load its "
+                                                 "weights when it started, as its log says, by unit."),
 }
 FLEET_HELP = {
     "llmfleet_audit_waivers_expired": ("gauge", "Waivers past their expiry date in the last audit."),
@@ -61,6 +63,10 @@ def host_text(doc: dict, host: str) -> str:
         "llmfleet_audit_unreachable": [(base, 0.0 if h["reachable"] else 1.0)],
         "llmfleet_audit_checks": [(base, float(h["checks_run"]))],
         "llmfleet_audit_timestamp_seconds": [(base, when)],
+        "llmfleet_audit_vllm_weights_load_seconds": [
+            (base | {"unit": unit}, float(w["weights_s"]))
+            for unit, w in sorted(((h.get("figures") or {}).get("vllm_weights_load") or {}).items())
+            if isinstance(w, dict) and isinstance(w.get("weights_s"), int | float)],
     }
     lines = []
     for name, (kind, text) in HELP.items():

@@ -36,6 +36,7 @@ class HostResult:
     problems: list[Problem] = field(default_factory=list)
     checks_run: int = 0  # verify tests run + deploy operations planned + fingerprint fields compared
     notes: list[str] = field(default_factory=list)
+    figures: dict = field(default_factory=dict)  # what verify's checks measured (record_property), for trends
 
     @property
     def open_problems(self) -> list[Problem]:

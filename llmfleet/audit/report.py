@@ -23,7 +23,7 @@ def build(inventory: str, limit: list[str] | None, results: dict[str, HostResult
     hosts = {}
     for name, r in sorted(results.items()):
         hosts[name] = {"reachable": r.reachable, "checks_run": r.checks_run, "notes": r.notes,
-                       "problems": [p.as_dict() for p in r.problems]}
+                       "problems": [p.as_dict() for p in r.problems], "figures": r.figures}
     all_problems = [p for r in results.values() for p in r.problems] + extra
     open_problems = [p for p in all_problems if not p.waived]
     keys_now = {_key(p.as_dict()) for p in open_problems}

@@ -6,6 +6,7 @@ import datetime as dt
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from llmfleet import acceptance
 from llmfleet.audit import config_drift, fingerprint, metrics, report, state_drift, waivers
 from llmfleet.audit.model import HostResult, Problem
 from llmfleet.inventory import read as read_inventory
@@ -22,6 +23,27 @@ def unreachable(inventory: str, host: str, reply: str) -> Problem:
 def hardware_repair(inventory: str, host: str) -> str:
     return (f"check the part on {host}; if the change is intended, record the hardware again: "
             f"llmfleet onboard {inventory} --limit {host} --restart")
+
+
+def acceptance_problems(inventory: str, h: dict, state_dir: Path, figures: dict) -> tuple[list[Problem], list[str]]:
+    """A host's figures now (this audit's weights load time, and the latest `onboard --recheck` run kept
+    after its acceptance) against the acceptance result kept at onboarding: (problems, notes)."""
+    n = h["name"]
+    kept = acceptance.load(state_dir, n)
+    if kept is None:
+        return [], [f"no acceptance result kept in {acceptance.path_for(state_dir, n)} (onboarded before acceptance "
+                    f"results were kept: llmfleet onboard {inventory} --limit {n} --recheck keeps one)"]
+    later = {"vllm_weights_load": figures.get("vllm_weights_load") or {}}
+    run, run_path = acceptance.latest_run(state_dir, n)
+    notes = [f"compared with the acceptance result of {kept['at']}"]
+    if run is not None and run["at"] > kept["at"]:
+        later = {**run["figures"], **later}
+        notes.append(f"and the later acceptance run of {run['at']} ({run_path})")
+    tolerance = float(h["data"].get("acceptance_tolerance", 0.25))
+    return [Problem(n, "hardware", f"acceptance: {d.what}", f"{d.what}: {d.why}", d.kept, d.now, what=d.what,
+                    why=d.why, repair=(f"look at the part on {n} (the disk of vllm_models_dir, the GPU); to accept it "
+                                       f"as it is now: llmfleet onboard {inventory} --limit {n} --restart"))
+            for d in acceptance.compare(kept["figures"], later, tolerance)], ["; ".join(notes)]
 
 
 def waiver_repair(waivers_file: Path | str | None) -> str:
@@ -56,10 +78,11 @@ def audit(inventory: str, limit: list[str] | None, state_dir: Path, out_dir: Pat
             for p in fingerprint.compare(n, recorded, found[n]):
                 p.repair = hardware_repair(inventory, n)
                 results[n].problems.append(p)
+    figures: dict[str, dict] = {}
     with ThreadPoolExecutor(max_workers=2) as pool:
         config_job = pool.submit(config_drift.plan, inventory, [h["name"] for h in reachable], data) \
             if "config" not in skip else None
-        state_job = pool.submit(state_drift.verify, inventory, reachable, workers, data=data) \
+        state_job = pool.submit(state_drift.verify, inventory, reachable, workers, data=data, figures=figures) \
             if "state" not in skip else None
         if config_job:
             log("audit: config drift (the deploy's dry run) ...")
@@ -79,6 +102,13 @@ def audit(inventory: str, limit: list[str] | None, state_dir: Path, out_dir: Pat
                 results[n].checks_run += c
             for n, ns in notes.items():
                 results[n].notes += ns
+            for h in reachable:
+                n = h["name"]
+                results[n].figures = figures.get(n, {})
+                if "hardware" not in skip:
+                    problems, ns = acceptance_problems(inventory, h, state_dir, results[n].figures)
+                    results[n].problems += problems
+                    results[n].notes += ns
     extra = waivers.apply([p for r in results.values() for p in r.problems], waiver_list, today)
     for p in extra:
         p.repair = waiver_repair(waivers_file)

@@ -70,9 +70,11 @@ def failures(host: str, check: str, message: str, repair: str) -> list[Problem]:
 
 
 def verify(inventory: str, hosts: list[dict], workers: int = 8, marker: str = "not acceptance",
-           timeout_s: int = 1800, data: list[str] | None = None
+           timeout_s: int = 1800, data: list[str] | None = None, figures: dict[str, dict] | None = None
            ) -> tuple[list[Problem], dict[str, int], dict[str, list[str]]]:
-    """(problems, {host: checks run}, {host: notes})."""
+    """(problems, {host: checks run}, {host: notes}); with ``figures``, what the checks recorded
+    (record_property: the weights load time, the model storage, the burn-in, ...) is added to it as
+    {host: {name: value}}."""
     tmp = Path(tempfile.mkdtemp(prefix="llmfleet-audit-"))
     ssh_config = tmp / "ssh_config"
     ssh_config.touch()
@@ -95,6 +97,9 @@ def verify(inventory: str, hosts: list[dict], workers: int = 8, marker: str = "n
         for name, proc, lines in pool.map(one, list(urls)):
             host_token = urls[name].split("?", 1)[0]
             counts[name] = sum(1 for r in lines if r["when"] == "call")
+            if figures is not None:
+                for r in lines:
+                    figures.setdefault(name, {}).update(r.get("properties") or {})
             skipped = [r for r in lines if r["outcome"] == "skipped"]
             reasons: dict[str, int] = {}
             for r in skipped:

@@ -33,9 +33,10 @@ VM_EXTRA_PACKAGES = ["linux-image-amd64", "e2fsprogs", "grub2-common"]
 # the lab for what needs a kernel of its own (grub and the kernel command line, reboots, sysctls,
 # modules, THP); installing packages is proven on the containers, which start from minbase
 # without these (group_data/all.py: base_packages). On the VM the deploy finds them installed.
-# The telemetry components' packages (node_exporter, log_forwarding) likewise.
+# The telemetry components' packages (node_exporter, log_forwarding) likewise, and model_storage's fio
+# (with its libraries, about 30 packages on a minbase: 7 s of dpkg on a container, 2026-12-02).
 VM_PREINSTALLED = ["numactl", "pciutils", "python3-venv", "ca-certificates", "chrony",
-                   "prometheus-node-exporter", "rsyslog"]
+                   "prometheus-node-exporter", "rsyslog", "fio"]
 
 _SSHD_DROPIN = (
     "# llmfleet lab: key-only logins\n"

@@ -60,6 +60,8 @@ def test_onboarding_a_fresh_host_is_resumable_and_ends_in_a_clean_audit(lab, dep
     out, _ = proc.communicate(timeout=300)
     assert proc.returncode != 0, out[-2000:]
     assert f"{NEW}: interrupted during deploy; nothing of it is recorded" in " ".join(out.split()), out[-2000:]
+    # the fresh image has no fio: the preflight installed it (mirrors, then fio) before it measured the storage
+    assert f"{NEW}: preflight: fio is not installed: installing it" in " ".join(out.split()), out[-2000:]
     done = json.loads(progress.read_text())
     assert list(done["stages"]) == ["preflight"] and "onboarded" not in done
     # run again: it continues from the deploy, and ends onboarded with a clean first audit
@@ -73,9 +75,14 @@ def test_onboarding_a_fresh_host_is_resumable_and_ends_in_a_clean_audit(lab, dep
     done = json.loads(progress.read_text())
     assert done["onboarded"] and done["stages"]["verify"]["checks"] > 10
     assert done["stages"]["acceptance"]["p95_e2e_ms"] is not None
-    # the GPU interconnect checks ran in the acceptance stage, and said why they skip on a host without GPUs
-    assert done["stages"]["acceptance"]["interconnect_notes"] == [
-        "4 verify check(s) skipped: gpu_profile is None in this host's data: a host without GPUs"]
+    # the acceptance checks ran in the acceptance stage: the GPU ones (interconnect 4, DCGM's long diagnostic,
+    # the burn-in) said why they skip on a host without GPUs; the model storage was measured (here and in the
+    # preflight, which installed fio first: the image has none) and kept with the weights load time
+    assert done["stages"]["acceptance"]["acceptance_notes"] == [
+        "6 verify check(s) skipped: gpu_profile is None in this host's data: a host without GPUs"]
+    assert done["stages"]["preflight"]["model_storage"]["read_mbs"] > 0
+    kept = json.loads((state_dir / "hosts" / NEW / "acceptance.json").read_text())["figures"]
+    assert kept["model_storage"]["read_mbs"] > 0 and kept["vllm_weights_load"]["vllm.service"]["weights_s"] >= 0
     assert (state_dir / "hosts" / NEW / "fingerprint.json").is_file()
     # a third run has nothing to do
     p = onboard(state_dir, out_dir)

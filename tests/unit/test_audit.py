@@ -320,7 +320,8 @@ def test_the_results_plugin_records_outcomes_and_messages(tmp_path):
         "import pytest\n"
         "def test_ok(): pass\n"
         "def test_bad(): assert 1 == 2, 'h1: thing: expected 1, actual 2'\n"
-        "def test_skip(): pytest.skip('not here')\n")
+        "def test_skip(): pytest.skip('not here')\n"
+        "def test_figures(record_property): record_property('model_storage', {'read_mbs': 734.4})\n")
     out = tmp_path / "r.jsonl"
     subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "llmfleet.audit.pytest_plugin", str(tmp_path)],
                    env={**os.environ, "LLMFLEET_AUDIT_RESULTS": str(out)}, capture_output=True, cwd=tmp_path)
@@ -329,6 +330,9 @@ def test_the_results_plugin_records_outcomes_and_messages(tmp_path):
     assert rows["test_bad"]["outcome"] == "failed"
     assert rows["test_bad"]["message"].startswith("AssertionError: h1: thing: expected 1, actual 2")
     assert rows["test_skip"]["outcome"] == "skipped" and "not here" in rows["test_skip"]["message"]
+    # what a check measured travels with its outcome (the audit and onboarding keep it)
+    assert rows["test_figures"]["properties"] == {"model_storage": {"read_mbs": 734.4}}
+    assert "properties" not in rows["test_ok"]
 
 
 def test_the_fingerprint_script_reads_this_machine():

@@ -69,7 +69,8 @@ def scrape_textfiles(folder: Path) -> str:
 
 
 def audit_doc() -> dict:
-    c1 = HostResult("lab-c1", checks_run=40)
+    load = {"vllm.service": {"weights_s": 12.5, "at": "2026-12-02T09:00:00+00:00"}}
+    c1 = HostResult("lab-c1", checks_run=40, figures={"vllm_weights_load": load})
     c1.problems = [Problem("lab-c1", "config", "deploy: limits", "m"), Problem("lab-c1", "state", "verify/x", "m"),
                    Problem("lab-c1", "state", "verify/y", "m", waived="trial (until 2099-01-01)")]
     c2 = HostResult("lab-c2", reachable=False)
@@ -97,7 +98,8 @@ def test_audit_metrics_are_what_the_node_exporter_serves(tmp_path):
                  f"llmfleet_audit_unreachable{{{base}}} 0", f"llmfleet_audit_checks{{{base}}} 40",
                  'llmfleet_audit_problems{host="lab-c2",inventory="inventories/lab.py",kind="unreachable"} 1',
                  'llmfleet_audit_unreachable{host="lab-c2",inventory="inventories/lab.py"} 1',
-                 'llmfleet_audit_waivers_expired{inventory="inventories/lab.py"} 1'):
+                 'llmfleet_audit_waivers_expired{inventory="inventories/lab.py"} 1',
+                 f'llmfleet_audit_vllm_weights_load_seconds{{{base},unit="vllm.service"}} 12.5'):
         assert line in served, (line, [s for s in served.splitlines() if s.startswith("llmfleet")])
     stamp = re.search(rf"^llmfleet_audit_timestamp_seconds{{{base}}} (\S+)$", served, re.M)
     assert stamp and float(stamp.group(1)) == when, served
