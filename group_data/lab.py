@@ -70,13 +70,14 @@ _timeout = 700
 # classes, the same shares) scaled to max-model-len 1024, with SLOs the lab meets at a few
 # requests per second while three servers and a VM share 2 cores.
 probe_mix = [
-    {"name": "very_short", "share": 0.22, "prompt_tokens": [8, 32], "output_tokens": [4, 16], "slo_p95_e2e_ms": 1500},
+    {"name": "very_short", "share": 0.22, "prompt_tokens": [8, 32], "output_tokens": [4, 16],
+     "slo": {"e2e_p95_ms": 1500, "ttft_p95_ms": 1000}},
     {"name": "short", "share": 0.31, "prompt_tokens": [32, 96], "output_tokens": [16, 32]},
     {"name": "medium", "share": 0.28, "prompt_tokens": [96, 256], "output_tokens": [32, 64]},
     {"name": "long", "share": 0.15, "prompt_tokens": [256, 512], "output_tokens": [64, 128]},
     {"name": "very_long", "share": 0.04, "prompt_tokens": [512, 768], "output_tokens": [128, 192]},
 ]
-probe_slo_p95_e2e_ms = 3000.0
+probe_slo = {"e2e_p95_ms": 3000.0, "ttft_p95_ms": 1500.0, "tpot_p95_ms": 50.0}
 probe_check_rps = 2.0
 probe_duration_s = 15.0
 probe_warmup_s = 3.0

@@ -53,11 +53,18 @@ class Result:
     token_count_method: str = "usage"
     chunks: int = 0
     done_s: float | None = None  # from the trial's start
+    good: bool = False  # met every SLO of its class and the overall ones (set by load.judge)
 
     def latency_or_inf(self, which: str) -> float:
         """ttft_s or e2e_s of a request that succeeded; inf for a failure (it counts against the SLA)."""
         value = getattr(self, which)
         return value if self.ok and value is not None else float("inf")
+
+    def metric_s(self, metric: str) -> float | None:
+        """ttft, tpot or e2e (s): inf for a failure; None for the TPOT of a one-token answer (it has none)."""
+        if not self.ok:
+            return float("inf")
+        return self.tpot_s if metric == "tpot" else getattr(self, f"{metric}_s")
 
     @property
     def tpot_s(self) -> float | None:
@@ -80,9 +87,10 @@ def payload(model: str, p: Planned, ignore_eos: bool) -> dict:
 
 
 async def send(session: aiohttp.ClientSession, url: str, headers: dict, model: str, p: Planned, t0: float,
-               ignore_eos: bool, request_timeout_s: float, stall_timeout_s: float) -> Result:
-    """Send ``p`` at t0 + p.intended_s (the caller sleeps until then) and follow its stream."""
-    r = Result(p.index, p.cls, p.intended_s, p.measured, p.prompt_tokens, p.output_tokens)
+               ignore_eos: bool, request_timeout_s: float, stall_timeout_s: float, r: Result | None = None) -> Result:
+    """Send ``p`` at t0 + p.intended_s (the caller sleeps until then) and follow its stream, filling ``r``
+    (new if None: the caller may pass one to watch its progress)."""
+    r = r or Result(p.index, p.cls, p.intended_s, p.measured, p.prompt_tokens, p.output_tokens)
     intended = t0 + p.intended_s
     now = time.perf_counter
     r.lag_s = max(0.0, now() - intended)
@@ -176,6 +184,7 @@ class Endpoint:
     ignore_eos: bool
     tokens_per_word: float | None
     server: str | None  # e.g. "vllm-0.32.0-..." (system_fingerprint)
+    version: str | None = None  # the server's /version (vLLM's): picks the names of its /metrics
 
 
 async def preflight(base_url: str, model: str, api_key: str | None, timeout_s: float = 30.0,
@@ -219,6 +228,13 @@ async def preflight(base_url: str, model: str, api_key: str | None, timeout_s: f
                         break
                     if not (attempt and resp.status == 400 and "ignore_eos" in text):
                         raise ProbeError(f"{base}/v1/completions answered HTTP {resp.status}: {_message(text)}")
+            version = None
+            async with s.get(f"{base}/version", headers=headers) as resp:
+                if resp.status == 200:
+                    try:
+                        version = str((await resp.json(content_type=None)).get("version")) or None
+                    except (ValueError, AttributeError):
+                        version = None
             per_word = None
             if calibrate:
                 from llmfleet.probe.prompts import _WORDS
@@ -235,4 +251,4 @@ async def preflight(base_url: str, model: str, api_key: str | None, timeout_s: f
     except (aiohttp.ClientError, TimeoutError) as exc:
         raise ProbeError(f"{base}: no usable answer within {timeout_s:g} s ({type(exc).__name__}: {exc}) "
                          "(fix: check that the server is up and not overloaded)") from exc
-    return Endpoint(base, model, max_len, ignore_eos, per_word, server)
+    return Endpoint(base, model, max_len, ignore_eos, per_word, server, version)
