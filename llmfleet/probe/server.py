@@ -133,7 +133,7 @@ def causes(s: dict) -> list[str]:
     found = []
     if s["queue"] and s["queue"]["max"] >= 1:
         running = f"{s['running']['max']:g}" if s["running"] else "?"
-        found.append(f"queue: up to {s['queue']['max']:g} requests waiting (mean {s['queue']['mean']:g}) while "
+        found.append(f"queue: up to {s['queue']['max']:g} requests waiting (mean {s['queue']['mean']:.1f}) while "
                      f"up to {running} ran: the server had no room for them")
     if s["kv_cache"] and s["kv_cache"]["max"] >= KV_FULL:
         found.append(f"KV cache: up to {s['kv_cache']['max']:.0%} used (mean {s['kv_cache']['mean']:.0%})")
@@ -141,8 +141,9 @@ def causes(s: dict) -> list[str]:
         found.append(f"preemption: {s['preemptions']:g} requests preempted (their KV cache dropped and recomputed)")
     if not found and s["samples"]:
         kv = f"{s['kv_cache']['max']:.0%}" if s["kv_cache"] else "not known"
+        ran = f"up to {s['running']['max']:g} requests ran at once (mean {s['running']['mean']:g}), each engine step " \
+            "the slower for every one of them" if s["running"] else "the requests themselves were slow"
         found.append(f"not the queue, the KV cache or preemption (waiting max "
                      f"{s['queue']['max'] if s['queue'] else 'not known'}, KV cache max {kv}, "
-                     f"preemptions {s['preemptions'] or 0:g}): the requests themselves were slow (each engine "
-                     "step, long prompts), or the client or network")
+                     f"preemptions {s['preemptions'] or 0:g}): {ran}; or the client or the network")
     return found
