@@ -40,7 +40,7 @@ def main() -> None:
             except OSError:
                 time.sleep(0.1)
         mix = [{"name": "small", "share": 1.0, "prompt_tokens": [16, 32], "output_tokens": [8, 16]}]
-        cfg = ProbeConfig(mix=mix, slo_p95_e2e_ms=1000, check_rps=1, duration_s=a.duration, warmup_s=2)
+        cfg = ProbeConfig(mix=mix, slo={"e2e_p95_ms": 1000}, check_rps=1, duration_s=a.duration, warmup_s=2)
         ep = Endpoint(f"http://127.0.0.1:{a.port}", "standin", 4096, True, None, "standin")
         print(f"machine: {os.cpu_count()} cores; stand-in endpoint (not vLLM) in its own process; "
               f"{a.duration:g} s measured per rate, 2 s warm-up, Poisson")
@@ -48,7 +48,7 @@ def main() -> None:
               f"{'lag p50 ms':>10} {'lag p99 ms':>10} {'lag max ms':>10} {'e2e p50 ms':>10}")
         for rate in (float(r) for r in a.rates.split(",")):
             planned = load.plan(cfg, rate, PromptMaker(seed=1), seed=1)
-            t = asyncio.run(load.run(ep, None, cfg, planned, rate, stop_early=False))
+            t = load.run_loop(load.run(ep, None, cfg, planned, rate, stop_early=False))
             s = t.stats
             print(f"{rate:8g} {s['scheduled_rps']:9.1f} {s['sent_rps']:8.1f} {s['completed_rps']:9.1f} "
                   f"{s['requests']:8d} {s['failed']:6d} {s['lag_ms']['p50']:10.2f} {s['lag_ms']['p99']:10.2f} "

@@ -95,23 +95,27 @@ async def send(session: aiohttp.ClientSession, url: str, headers: dict, model: s
     now = time.perf_counter
     r.lag_s = max(0.0, now() - intended)
     last = None
+    done_at = None  # when [DONE] came: the end of the answer (the stream is read on to its end, so that the
+    # connection goes back to the pool instead of being closed: a new TCP connection per request costs the
+    # client more than the request itself at hundreds per second)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + request_timeout_s - (now() - intended)
     try:
-        async with asyncio.timeout(request_timeout_s - (now() - intended)):
+        # one timer for both limits: the request's deadline, and (once the answer streams) nothing for
+        # stall_timeout_s, moved on with each line (a timer per line, not a task per line)
+        async with asyncio.timeout_at(deadline) as limit:
             async with session.post(url, json=payload(model, p, ignore_eos), headers=headers) as resp:
                 if resp.status != 200:
                     body = (await resp.text())[:300]
                     r.error_kind, r.error = "http", f"HTTP {resp.status}: {_message(body)}"
                     return r
                 while True:
-                    try:
-                        line = await asyncio.wait_for(resp.content.readline(), stall_timeout_s)
-                    except TimeoutError:
-                        r.error_kind = "stall"
-                        r.error = (f"the stream stalled: nothing for {stall_timeout_s:g} s after {r.chunks} "
-                                   "chunk(s)")
-                        return r
+                    limit.reschedule(min(deadline, loop.time() + stall_timeout_s))
+                    line = await resp.content.readline()
                     if not line:
                         break
+                    if done_at is not None:
+                        continue
                     line = line.strip()
                     if not line or line.startswith(b":"):
                         continue
@@ -121,7 +125,8 @@ async def send(session: aiohttp.ClientSession, url: str, headers: dict, model: s
                         return r
                     data = line[5:].strip()
                     if data == b"[DONE]":
-                        break
+                        done_at = now()
+                        continue
                     try:
                         chunk = json.loads(data)
                         choices = chunk.get("choices")
@@ -142,9 +147,14 @@ async def send(session: aiohttp.ClientSession, url: str, headers: dict, model: s
                         r.prompt_tokens = usage.get("prompt_tokens")
                         r.completion_tokens = usage.get("completion_tokens")
     except TimeoutError:
-        r.error_kind = "timeout"
-        r.error = f"no complete answer within {request_timeout_s:g} s of the intended send time"
-        return r
+        if done_at is None:  # (after [DONE], a server that keeps the stream open costs only the connection)
+            if loop.time() >= deadline - 0.001:
+                r.error_kind = "timeout"
+                r.error = f"no complete answer within {request_timeout_s:g} s of the intended send time"
+            else:
+                r.error_kind = "stall"
+                r.error = f"the stream stalled: nothing for {stall_timeout_s:g} s after {r.chunks} chunk(s)"
+            return r
     except aiohttp.ClientConnectionError as exc:
         r.error_kind, r.error = "connect", f"connection failed: {exc}"
         return r
@@ -152,7 +162,7 @@ async def send(session: aiohttp.ClientSession, url: str, headers: dict, model: s
         r.error_kind, r.error = "cancelled", "still running when the trial stopped (counted as failed)"
         raise
     finally:
-        end = now()
+        end = done_at if done_at is not None else now()
         r.e2e_s = end - intended
         r.done_s = end - t0
     if r.chunks == 0:

@@ -78,7 +78,7 @@ def run_probe(url: str, model: str, api_key: str | None, config: ProbeConfig, *,
         view = ServerView(url, endpoint.version, model, auth_headers(api_key)) if not view_note and endpoint.version \
             else None
         with _progress(show_progress, f"{where} {r:g} req/s") as prog:
-            t = asyncio.run(load.run(endpoint, api_key, config, planned, r, progress=prog, stop_early=stop_early,
+            t = load.run_loop(load.run(endpoint, api_key, config, planned, r, progress=prog, stop_early=stop_early,
                                      server_view=view))
         trials.append(t)
         e2e = t.stats["e2e_ms"]["p95"]
