@@ -323,7 +323,7 @@ def table(report: ProbeReport):
 
 
 def server_line(s: ServerSummary) -> str:
-    def gauge(g, fmt="{:g}"):
+    def gauge(g, fmt="{:.1f}"):
         return "not known" if g is None else f"mean {fmt.format(g['mean'])}, max {fmt.format(g['max'])}"
 
     hit = "-" if s.prefix_cache_hit_rate is None else f"{s.prefix_cache_hit_rate:.0%}"

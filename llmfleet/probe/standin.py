@@ -69,7 +69,11 @@ def make_app(model: str = "standin", max_model_len: int = 4096, fault: str = "no
         await resp.write(b"data: [DONE]\n\n")
         return resp
 
+    async def health(request: web.Request):  # as vLLM's (GuideLLM checks it before a run)
+        return web.Response(status=200)
+
     app = web.Application()
+    app.router.add_get("/health", health)
     app.router.add_get("/v1/models", models)
     app.router.add_post("/v1/completions", completions)
     app.router.add_post("/tokenize", tokenize)
