@@ -75,7 +75,7 @@ def main() -> None:
     ap.add_argument("--tokenizer", help="With --guidellm: a model folder for its synthetic prompts")
     a = ap.parse_args()
     server = subprocess.Popen([sys.executable, "-m", "llmfleet.probe.standin", "--port", str(a.port),
-                               "--token-delay-ms", "1"], stdout=subprocess.DEVNULL)
+                               "--token-delay-ms", "1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     rows = []
     try:
         for _ in range(100):

@@ -72,6 +72,9 @@ def test_a_healthy_endpoint_passes_with_exact_lengths(standin):
     assert t.output_tokens["asked_mean"] == t.output_tokens["server_mean"]
     assert rep.method["output_lengths"] == "exact (ignore_eos)"
     assert rep.method["prompt_lengths"] == "words, calibrated with the server's /tokenize"
+    # the stand-in is not vLLM: no /version, so no metric names to read its /metrics by, and the report says so
+    assert rep.method["server_view"].startswith("not sampled: the server has no /version")
+    assert rep.trials[0].server is None
 
 
 def test_unreachable_endpoint():
