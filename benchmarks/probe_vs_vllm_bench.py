@@ -91,30 +91,33 @@ def vllm_bench(a, key: str | None, seed: int, slos) -> dict:
 
 
 def guidellm(a, key: str | None) -> dict:
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "gl.json"
-        backend = f"kind=openai_http,target={a.url},model={a.model},request_format=/v1/completions"
-        env = {**os.environ}
+    with tempfile.TemporaryDirectory() as tmp:  # mode 700: the scenario holds the key (GuideLLM 0.8.1 reads it
+        out = Path(tmp) / "gl.json"             # from its backend settings only, not from the environment)
+        backend = {"kind": "openai_http", "target": a.url, "model": a.model, "request_format": "/v1/completions"}
         if key:
-            env["GUIDELLM__OPENAI__API_KEY"] = key
-            backend += f",api_key={key}"
-        proc = subprocess.run(
-            [a.guidellm, "run", "--backend", backend, "--profile", f"kind=constant,rate={a.rate:g}",
-             "--constraint", f"kind=max_requests,count={a.requests}",
-             "--data", f"kind=synthetic_text,prompt_tokens={a.input_len},output_tokens={a.output_len}",
-             "--tokenizer", f"kind=huggingface_auto,model={a.tokenizer}", "--output", f"kind=json,path={out}",
-             "--disable-progress", "--disable-console"], capture_output=True, text=True, cwd=tmp, env=env,
-            timeout=1800)
+            backend["api_key"] = key
+        scenario = Path(tmp) / "scenario.json"
+        scenario.touch(mode=0o600)
+        scenario.write_text(json.dumps({"spec": {
+            "backend": backend, "profile": {"kind": "constant", "rate": a.rate},
+            "data": [{"kind": "synthetic_text", "prompt_tokens": a.input_len, "output_tokens": a.output_len}],
+            "constraints": [{"kind": "max_requests", "count": a.requests}],
+            "tokenizer": {"kind": "huggingface_auto", "model": a.tokenizer}}}))
+        proc = subprocess.run([a.guidellm, "run", "-c", str(scenario), "--output", f"kind=json,path={out}",
+                               "--disable-progress", "--disable-console"], capture_output=True, text=True, cwd=tmp,
+                              timeout=1800)
         if proc.returncode != 0:
             sys.exit(f"guidellm failed:\n{proc.stderr[-3000:]}")
         b = json.loads(out.read_text())["benchmarks"][0]
     ok = b["requests"]["successful"]
     if b["requests"]["errored"]:
         sys.exit(f"guidellm saw {len(b['requests']['errored'])} failed requests")
-    # output tokens over the window from the first intended send to the last end (the probe's definition)
-    first = min(r["info"]["timings"]["targeted_start"] for r in ok)
+    # output tokens over its run: from the start of its schedule (its constant profile sends the first
+    # request right then, the last one interval before n / rate) to the last end
+    first = b["scheduler_metrics"]["start_time"]
     last = max(r["request_end_time"] for r in ok)
-    return {"output tok/s": sum(r["output_tokens"] for r in ok) / (last - first),
+    return {"output tok/s": sum(r["output_tokens"] for r in ok) / (last - first), "incomplete":
+            len(b["requests"]["incomplete"]),
             "mean TTFT ms": statistics.mean(r["time_to_first_token_ms"] for r in ok),
             "mean E2E ms": statistics.mean(r["request_latency"] * 1000 for r in ok), "completed": len(ok)}
 
@@ -126,12 +129,18 @@ def probe(a, key: str | None, seed: int, slo: dict) -> dict:
                       stall_timeout_s=120)
     rep = run_probe(a.url, a.model, key, cfg, rate=a.rate, requests=a.requests,
                     fixed={"prompt_tokens": a.input_len, "output_tokens": a.output_len}, tokenizer=a.tokenizer,
-                    stop_early=False, log=lambda m: None, server_view=False)
-    o = rep.trials[0].overall
+                    stop_early=False, log=lambda m: None)
+    t = rep.trials[0]
+    o, server = t.overall, t.server
     if o.failed:
         sys.exit(f"the probe saw {o.failed} failed requests: {o.error_examples}")
+    assert server is not None
+    # the referee for the probe: the same histograms, read at its trial's start and end (the reads around
+    # the whole run also count the 2-token completion of its preflight)
     return {"output tok/s": o.output_tokens_per_s, "mean TTFT ms": o.ttft_ms.mean, "mean E2E ms": o.e2e_ms.mean,
-            "completed": o.ok, "lag p50 ms": o.lag_ms["p50"], "good": o.good}
+            "completed": o.ok, "lag p50 ms": o.lag_ms["p50"], "good": o.good,
+            "trial server E2E ms": server.e2e_latency_mean_ms, "trial server TTFT ms": server.ttft_mean_ms,
+            "trial server requests": server.e2e_latency_requests}
 
 
 def main() -> None:
@@ -164,6 +173,8 @@ def main() -> None:
             got = {"vllm bench": lambda s=r: vllm_bench(a, key, s, slos), "guidellm": lambda: guidellm(a, key),
                    "probe": lambda s=r: probe(a, key, s, slo)}[tool]()
             got |= server_means(before, metrics(a.url, a.model))
+            if "trial server E2E ms" in got:  # the probe: its trial's own window, without its preflight
+                got["server E2E ms"], got["server TTFT ms"] = got["trial server E2E ms"], got["trial server TTFT ms"]
             rows[tool].append(got)
             shown = "  ".join(f"{k} {v:.2f}" if isinstance(v, float) else f"{k} {v}" for k, v in got.items())
             print(f"round {r + 1} {tool:10} {shown}", flush=True)

@@ -282,9 +282,10 @@ async def _run(endpoint: Endpoint, api_key: str | None, config: ProbeConfig, pla
             await asyncio.gather(dispatcher, *tasks.values(), return_exceptions=True)
         else:
             watcher.cancel()
-        if sampler:
+        if sampler and server_view:
             sampler.cancel()
             await asyncio.gather(sampler, return_exceptions=True)
+            await server_view.read(session, t0)  # the end of the trial: its counters cover every request
         if progress:
             progress(len(live) + len(results), len(results), len(planned))
     t_end = time.perf_counter() - t0

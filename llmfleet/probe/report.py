@@ -39,13 +39,17 @@ DEFINITIONS = {
     "request_throughput_rps": "successful requests / window_s (vLLM's 'request throughput')",
     "output_tokens_per_s": "server-counted output tokens of successful measured requests / window_s",
     "total_tokens_per_s": "server-counted prompt + output tokens of successful measured requests / window_s",
-    "window_s": "first intended send of a measured request -> last end of a measured request",
+    "window_s": "the start of span_s (the measured schedule's start) -> the last end of a measured request, "
+                "as vLLM's benchmark's duration (its start -> its last end)",
     "lag_ms": "client scheduling lag: actual send - intended send",
     "warm-up": "requests of the first warmup_s seconds are sent but not measured",
     "server": "the endpoint's /metrics sampled once a second during the trial: running and waiting requests, "
               "KV cache usage (mean, max), preemptions and prefix-cache queries and hits (tokens) over the "
               "trial, the server's own mean E2E and TTFT (its histograms' sum / count over the trial, every "
-              "request it finished then, warm-up included), and the causes they show for a lost SLA",
+              "request it finished then, warm-up included; vLLM times them from its arrival_time, set after the "
+              "HTTP request is parsed and the prompt rendered, to the engine's output, so a client sees a few ms "
+              "more: vllm/v1/engine/input_processor.py, v1/metrics/stats.py in 0.32.0), and the causes they show "
+              "for a lost SLA",
     "effective_rps": "highest offered rate whose every SLO held and whose goodput share reached goodput_min, in "
                      "every repeat",
 }

@@ -10,8 +10,9 @@
   than any latency (reported as null in JSON, "failed" on the terminal), so failures can never make
   the percentiles look better. Means are over successful requests.
 - Output / total tokens per second: server-counted output (and prompt + output) tokens of
-  successful measured requests, divided by the throughput window (first intended send of a
-  measured request -> last end), as vLLM's benchmark divides by its run's duration.
+  successful measured requests, divided by the throughput window (the start of the measured
+  schedule, as for the request rates -> the last end of a measured request), as vLLM's benchmark
+  divides by its run's duration (its start, one gap before its first request, -> its last end).
 - Request rates, all over one window, the schedule's span of the measured requests (from the
   intended send of the request before the first measured one, or the trial's start, to the last
   measured intended send): scheduled = measured requests / span (the offered rate, exactly, for a
@@ -70,10 +71,9 @@ def summarize(results: list[Result], offered_rps: float, span: tuple[float, floa
     start, end = span
     span_s = max(end - start, 1e-9)
     sent_span_s = max(max((r.intended_s + r.lag_s for r in sent), default=end), end) - start
-    if m:
-        first = min(r.intended_s for r in m)
-        last = max((r.done_s for r in m if r.done_s is not None), default=first)
-        window = max(last - first, 1e-9)
+    if m:  # from where the measured schedule starts (as vLLM's benchmark counts from its start) to the last end
+        last = max((r.done_s for r in m if r.done_s is not None), default=end)
+        window = max(last - start, 1e-9)
     else:
         window = 1e-9
     if window_s:

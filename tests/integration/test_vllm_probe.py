@@ -76,11 +76,13 @@ def test_inventory_probe_reports_every_container_host_and_gates_on_a_baseline(se
             assert verdicts[("overall", f"{metric}_p95_ms")]["value_ms"] == o[f"{metric}_ms"]["p95"]
         assert o["goodput_share"] >= doc["goodput_min"] == 0.9 and o["good"] <= o["ok"]
         # a client that kept up reads as keeping up: every rate over the same window
-        assert o["scheduled_rps"] == 2.0 and abs(o["sent_rps"] - 2.0) < 0.1 and o["completed_rps"] == 2.0, o
+        # (sent is stretched by the last request's lag: up to 0.7 s of it, on a machine where the lab's
+        # servers and VM leave the client a few hundred ms late now and then, reads 1.87/s or more)
+        assert o["scheduled_rps"] == 2.0 and abs(o["sent_rps"] - 2.0) < 0.14 and o["completed_rps"] == 2.0, o
         # the server's own view of the same trial: its histograms counted the requests
         server = t["server"]
         assert server["vllm_version"] == doc["target"]["server_version"] and server["samples"] >= 5
-        assert server["e2e_latency_requests"] >= 20 and server["queue"]["max"] >= 0
+        assert server["e2e_latency_requests"] >= 24 and server["queue"]["max"] >= 0  # 4 warm-up + 20 measured
         assert doc["ceiling"] is None and "no GPU profile" in doc["ceiling_note"]
         assert (OUT / f"{name}.png").read_bytes()[:4] == b"\x89PNG"
     # the baseline just recorded (of the last host) gates the next run of that host; a baseline far
