@@ -49,7 +49,8 @@ DEFINITIONS = {
               "request it finished then, warm-up included; vLLM times them from its arrival_time, set after the "
               "HTTP request is parsed and the prompt rendered, to the engine's output, so a client sees a few ms "
               "more: vllm/v1/engine/input_processor.py, v1/metrics/stats.py in 0.32.0), and the causes they show "
-              "for a lost SLA",
+              "for a lost SLA; http_duration_mean_ms: the API server's own time per completion request, receipt to "
+              "the end of the streamed answer (prometheus-fastapi-instrumentator)",
     "effective_rps": "highest offered rate whose every SLO held and whose goodput share reached goodput_min, in "
                      "every repeat",
 }
@@ -118,6 +119,8 @@ class ServerSummary(BaseModel):
     e2e_latency_requests: int | None
     ttft_mean_ms: float | None
     ttft_requests: int | None
+    http_duration_mean_ms: float | None  # the API server's own time per /v1/completions request
+    http_duration_requests: int | None
     series: list[dict[str, float | None]]
     causes: list[str]
 
@@ -331,8 +334,9 @@ def server_line(s: ServerSummary) -> str:
         return "not known" if g is None else f"mean {fmt.format(g['mean'])}, max {fmt.format(g['max'])}"
 
     hit = "-" if s.prefix_cache_hit_rate is None else f"{s.prefix_cache_hit_rate:.0%}"
-    own = f"its own mean E2E {_v(s.e2e_latency_mean_ms, '{:.1f}')} ms, TTFT {_v(s.ttft_mean_ms, '{:.1f}')} ms" \
-        if s.e2e_latency_requests else "no request finished between its samples"
+    own = f"its own mean E2E {_v(s.e2e_latency_mean_ms, '{:.1f}')} ms (HTTP {_v(s.http_duration_mean_ms, '{:.1f}')} " \
+          f"ms), TTFT {_v(s.ttft_mean_ms, '{:.1f}')} ms" if s.e2e_latency_requests else \
+        "no request finished between its samples"
     return (f"server (vLLM {s.vllm_version} /metrics, {s.samples} samples): running {gauge(s.running)}; waiting "
             f"{gauge(s.queue)}; KV cache {gauge(s.kv_cache, '{:.0%}')}; preemptions {_v(s.preemptions, '{:g}')}; "
             f"prefix-cache hits {hit}; {own}")

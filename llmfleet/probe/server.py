@@ -5,8 +5,9 @@ whether the queue, the KV cache or preemption caused it.
 The metric names are those of the served vLLM version (``llmfleet.compat.METRICS``, read from the
 server's ``/version``): requests running and waiting (gauges), KV cache usage (gauge, 0-1),
 preemptions, prefix-cache queries and hits (counters, in tokens), and the sums and counts of the
-server's own end-to-end and time-to-first-token histograms (their means over the trial referee the
-client's: benchmarks/probe_vs_vllm_bench.py). Only the lines of those metrics are parsed (by
+server's own end-to-end and time-to-first-token histograms and of its API server's time per
+completion request (their means over the trial referee the client's:
+benchmarks/probe_vs_vllm_bench.py). Only the lines of those metrics are parsed (by
 prometheus_client's parser), so a sample costs the client well under a millisecond of its loop.
 """
 
@@ -23,7 +24,8 @@ from llmfleet import compat
 INTERVAL_S = 1.0
 GAUGES = ("running", "queue", "kv_cache")
 COUNTERS = ("preemptions", "prefix_cache_queries", "prefix_cache_hits")
-HISTOGRAMS = ("e2e_latency", "ttft")
+HISTOGRAMS = ("e2e_latency", "ttft", "http_duration")
+HANDLER = "/v1/completions"  # the HTTP histogram's series the probe's requests land in
 KV_FULL = 0.9  # KV cache usage from which it counts as a cause (vLLM preempts when it runs out)
 
 
@@ -55,7 +57,8 @@ def parse(text: str, names: dict[str, str], model: str | None = None) -> dict[st
     for family in text_string_to_metric_families("\n".join(lines) + "\n"):
         for s in family.samples:
             key = wanted.get(s.name)
-            if key is None or (model is not None and s.labels.get("model_name", model) != model):
+            if key is None or (model is not None and s.labels.get("model_name", model) != model) \
+                    or s.labels.get("handler", HANDLER) != HANDLER:
                 continue
             out[key] = out.get(key, 0.0) + s.value
     return out

@@ -16,12 +16,16 @@ def test_the_names_of_the_pinned_version_are_found_on_its_own_page():
     assert names["queue"] == "vllm:num_requests_waiting" and names["kv_cache"] == "vllm:kv_cache_usage_perc"
     got = server.parse(PAGE.read_text(), names, "tiny-llama")
     expected = {"running", "queue", "kv_cache", "preemptions", "prefix_cache_queries", "prefix_cache_hits",
-                "e2e_latency_sum", "e2e_latency_count", "ttft_sum", "ttft_count"}
+                "e2e_latency_sum", "e2e_latency_count", "ttft_sum", "ttft_count", "http_duration_sum",
+                "http_duration_count"}
     assert set(got) == expected, set(got) ^ expected
     assert got["queue"] > 0 and got["running"] > 0 and got["e2e_latency_count"] > 0
+    # the API server's histogram of /v1/completions only (not of /v1/models, /metrics ...)
+    assert got["http_duration_count"] == 103 and round(got["http_duration_sum"], 3) == 119.945
     # vLLM 0.10 and older named KV cache usage differently (compat.METRICS)
     assert server.names_for("0.9.2")["kv_cache"] == "vllm:gpu_cache_usage_perc"
-    assert server.parse(PAGE.read_text(), names, "another-model") == {}
+    # another model's series are not this one's (the API server's HTTP histogram has no model label)
+    assert set(server.parse(PAGE.read_text(), names, "another-model")) == {"http_duration_sum", "http_duration_count"}
 
 
 def test_a_trial_summary_names_the_queue_the_kv_cache_and_preemption():
