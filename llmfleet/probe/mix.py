@@ -104,9 +104,7 @@ def as_group_data(learnt: Learnt) -> str:
              f"P{RANGE_PERCENTILES[1]}. Add each class's SLOs (slo = {{'e2e_p95_ms': ...}}).",
              "probe_mix = ["]
     for c, n, (p, o) in zip(learnt.mix, learnt.counts, learnt.centres, strict=True):
-        d = c.model_dump(exclude_defaults=True)
-        d["prompt_tokens"] = [c.prompt_tokens.min, c.prompt_tokens.max]
-        d["output_tokens"] = [c.output_tokens.min, c.output_tokens.max]
+        d = _fields(c)
         fields = ", ".join(f"{k!r}: {v!r}" for k, v in d.items())
         lines.append(f"    {{{fields}}},  # {n} requests, median {p:.0f} in / {o:.0f} out")
     lines.append("]")
@@ -117,10 +115,11 @@ def as_yaml(learnt: Learnt) -> str:
     """The proposal as a mix file for `llmfleet probe --mix`."""
     import yaml
 
-    data = []
-    for c in learnt.mix:
-        d = c.model_dump(exclude_defaults=True)
-        d["prompt_tokens"] = [c.prompt_tokens.min, c.prompt_tokens.max]
-        d["output_tokens"] = [c.output_tokens.min, c.output_tokens.max]
-        data.append(d)
-    return yaml.safe_dump(data, sort_keys=False, default_flow_style=None)
+    return yaml.safe_dump([_fields(c) for c in learnt.mix], sort_keys=False, default_flow_style=None)
+
+
+def _fields(c: RequestClass) -> dict:
+    """A class as group data writes it: every learnt field shown (sampling settings too, default or not)."""
+    return {"name": c.name, "share": c.share, "prompt_tokens": [c.prompt_tokens.min, c.prompt_tokens.max],
+            "output_tokens": [c.output_tokens.min, c.output_tokens.max], "temperature": c.temperature,
+            "top_p": c.top_p}
