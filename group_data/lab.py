@@ -86,6 +86,7 @@ probe_mix = [
 # TTFT and TPOT as well as E2E; generous, as the probe shares the 2 cores with three servers and an
 # emulated VM (one server alone, 2 req/s: P95 TTFT 202 ms, TPOT 26 ms, E2E 1159 ms)
 probe_slo = {"e2e_p95_ms": 3000.0, "ttft_p95_ms": 1500.0, "tpot_p95_ms": 150.0}
+probe_goodput_min = 0.8  # (the fleet's 0.9 leaves a noisy shared machine too little room)
 probe_check_rps = 2.0
 probe_duration_s = 15.0
 probe_warmup_s = 3.0

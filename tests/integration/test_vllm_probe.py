@@ -74,7 +74,7 @@ def test_inventory_probe_reports_every_container_host_and_gates_on_a_baseline(se
         assert all(v["met"] for v in verdicts.values()), verdicts
         for metric in ("ttft", "tpot", "e2e"):
             assert verdicts[("overall", f"{metric}_p95_ms")]["value_ms"] == o[f"{metric}_ms"]["p95"]
-        assert o["goodput_share"] >= doc["goodput_min"] == 0.9 and o["good"] <= o["ok"]
+        assert o["goodput_share"] >= doc["goodput_min"] == 0.8 and o["good"] <= o["ok"]  # group_data/lab.py
         # a client that kept up reads as keeping up: every rate over the same window
         # (sent is stretched by the last request's lag: up to 0.7 s of it, on a machine where the lab's
         # servers and VM leave the client a few hundred ms late now and then, reads 1.87/s or more)
@@ -162,7 +162,7 @@ def test_an_overloaded_trial_fails_and_its_report_shows_the_queue_that_caused_it
     assert server["queue"]["max"] >= 1 and server["running"]["max"] <= 16, server
     cause = next(r for r in t["reasons"] if r.startswith("server: "))
     assert f"queue: up to {server['queue']['max']:g} requests waiting" in cause, t["reasons"]
-    assert not t["passed"] and t["overall"]["goodput_share"] < 0.9
+    assert not t["passed"] and t["overall"]["goodput_share"] < 0.8
     assert "server (vLLM 0.32.0 /metrics" in " ".join(p.stdout.split())
 
 
