@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -46,13 +47,13 @@ def probe_trial(port: int, rate: float, duration: float, seed: int) -> dict:
 def guidellm_trial(guidellm: str, tokenizer: str, port: int, rate: float, duration: float) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "gl.json"
-        proc = subprocess.run(
+        proc = run_group(
             [guidellm, "run", "--backend", f"kind=openai_http,target=http://127.0.0.1:{port},model=standin,"
              "request_format=/v1/completions", "--profile", f"kind=constant,rate={rate:g}",
              "--constraint", f"kind=max_duration,seconds={duration:g}",
              "--data", "kind=synthetic_text,prompt_tokens=24,output_tokens=12",
              "--tokenizer", f"kind=huggingface_auto,model={tokenizer}", "--output", f"kind=json,path={out}",
-             "--disable-progress", "--disable-console"], capture_output=True, text=True, cwd=tmp, timeout=600)
+             "--disable-progress", "--disable-console"], cwd=tmp, timeout=600)
         if proc.returncode != 0:
             sys.exit(f"guidellm failed:\n{proc.stderr[-3000:]}")
         b = json.loads(out.read_text())["benchmarks"][0]
@@ -63,6 +64,21 @@ def guidellm_trial(guidellm: str, tokenizer: str, port: int, rate: float, durati
     return {"sent": round((len(starts) - 1) / (starts[-1] - starts[0]), 1), "completed": None,
             "errors": len(b["requests"]["errored"]), "p50": round(pct(lags, 50) * 1000, 3),
             "p99": round(pct(lags, 99) * 1000, 3), "max": round(max(lags) * 1000, 3), "e2e p50": None}
+
+
+def run_group(args: list[str], cwd: str, timeout: float) -> subprocess.CompletedProcess:
+    """Run a command in a process group of its own and end the whole group whatever happens (GuideLLM's
+    worker processes outlive a parent that is stopped alone)."""
+    proc = subprocess.Popen(args, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    return subprocess.CompletedProcess(args, proc.returncode, out, err)
 
 
 def main() -> None:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -104,9 +105,8 @@ def guidellm(a, key: str | None) -> dict:
             "data": [{"kind": "synthetic_text", "prompt_tokens": a.input_len, "output_tokens": a.output_len}],
             "constraints": [{"kind": "max_requests", "count": a.requests}],
             "tokenizer": {"kind": "huggingface_auto", "model": a.tokenizer}}}))
-        proc = subprocess.run([a.guidellm, "run", "-c", str(scenario), "--output", f"kind=json,path={out}",
-                               "--disable-progress", "--disable-console"], capture_output=True, text=True, cwd=tmp,
-                              timeout=1800)
+        proc = run_group([a.guidellm, "run", "-c", str(scenario), "--output", f"kind=json,path={out}",
+                          "--disable-progress", "--disable-console"], cwd=tmp, timeout=1800)
         if proc.returncode != 0:
             sys.exit(f"guidellm failed:\n{proc.stderr[-3000:]}")
         b = json.loads(out.read_text())["benchmarks"][0]
@@ -142,6 +142,21 @@ def probe(a, key: str | None, seed: int, slo: dict) -> dict:
             "completed": o.ok, "lag p50 ms": o.lag_ms["p50"], "good": o.good,
             "trial server E2E ms": server.e2e_latency_mean_ms, "trial server TTFT ms": server.ttft_mean_ms,
             "trial server HTTP ms": server.http_duration_mean_ms, "trial server requests": server.e2e_latency_requests}
+
+
+def run_group(args: list[str], cwd: str, timeout: float) -> subprocess.CompletedProcess:
+    """Run a command in a process group of its own and end the whole group whatever happens (GuideLLM's
+    worker processes outlive a parent that is stopped alone)."""
+    proc = subprocess.Popen(args, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    return subprocess.CompletedProcess(args, proc.returncode, out, err)
 
 
 def main() -> None:

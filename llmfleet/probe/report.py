@@ -27,7 +27,10 @@ DEFINITIONS = {
     "slo": "<metric>_p<q>_ms: the metric's q-th percentile over the group's measured requests (the whole mix, "
            "or one class) must be at most the limit; each verdict lists group, percentile, limit and value",
     "good": "a measured request that succeeded and met every SLO limit of its class and the overall ones, "
-            "each limit taken per request (vLLM's --goodput ttft:X tpot:Y e2el:Z definition)",
+            "each limit taken per request: vLLM's --goodput ttft:X tpot:Y e2el:Z rule (vllm/benchmarks/serve.py "
+            "calculate_metrics: good if every metric <= its limit, a one-token answer's TPOT 0). Applied to vLLM's "
+            "benchmark's own requests of a run, it counts the good requests --goodput counts: 75/75, 72/72, 35/35 "
+            "in three runs (benchmarks/probe_vs_vllm_bench.py, vLLM 0.32.0)",
     "goodput_share": "good / measured requests; a trial passes only if it is at least goodput_min",
     "goodput_rps": "good requests / span_s",
     "span_s": "the schedule's window of the measured requests: from the intended send before the first "
