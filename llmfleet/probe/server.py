@@ -114,6 +114,16 @@ def summarize(samples: list[tuple[float, dict[str, float]]], version: str, names
     preemption), or that none of them does."""
     out: dict = {"vllm_version": version, "metrics": names, "samples": len(samples),
                  "errors": (errors or [])[:3]}
+    backwards = sorted({k for (_, a), (_, b) in zip(samples, samples[1:], strict=False) for k in a
+                        if k in b and not k.startswith(GAUGES) and b[k] < a[k]})
+    if backwards:
+        # one server's counters never go down: these samples came from several servers (a front door
+        # balancing /metrics over a host's instances) or the server restarted; none of them can be summed up
+        out["errors"] = out["errors"] + [
+            f"counters went down between samples ({', '.join(backwards)}): more than one server answers this "
+            "URL's /metrics (a front door over several instances: probe each instance with --instances), or the "
+            "server restarted; the server view is left out"]
+        samples = []
     for purpose in GAUGES:
         vs = [v[purpose] for _, v in samples if purpose in v]
         out[purpose] = {"mean": round(sum(vs) / len(vs), 3), "max": round(max(vs), 3)} if vs else None
@@ -142,7 +152,7 @@ def causes(s: dict) -> list[str]:
         found.append(f"KV cache: up to {s['kv_cache']['max']:.0%} used (mean {s['kv_cache']['mean']:.0%})")
     if s["preemptions"]:
         found.append(f"preemption: {s['preemptions']:g} requests preempted (their KV cache dropped and recomputed)")
-    if not found and s["samples"]:
+    if not found and any(s[g] for g in GAUGES):
         kv = f"{s['kv_cache']['max']:.0%}" if s["kv_cache"] else "not known"
         ran = f"up to {s['running']['max']:g} requests ran at once (mean {s['running']['mean']:g}), each engine step " \
             "the slower for every one of them" if s["running"] else "the requests themselves were slow"

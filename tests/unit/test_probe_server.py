@@ -58,3 +58,14 @@ def test_when_none_of_them_is_the_cause_it_says_so_with_the_numbers():
     assert cause.startswith("not the queue, the KV cache or preemption (waiting max 0, KV cache max 4%, "
                             "preemptions 0): up to 74 requests ran at once")
     assert server.summarize([], "0.32.0", names)["causes"] == []
+
+
+def test_samples_from_several_servers_are_not_summed_up():
+    """Through a front door, /metrics answers from whichever instance it picks: counters jump back and forth."""
+    names = server.names_for("0.32.0")
+    a = {"running": 3, "queue": 0, "kv_cache": 0.1, "preemptions": 0, "e2e_latency_sum": 50.0, "e2e_latency_count": 400}
+    b = {"running": 1, "queue": 0, "kv_cache": 0.1, "preemptions": 0, "e2e_latency_sum": 20.0, "e2e_latency_count": 90}
+    s = server.summarize([(0, a), (1, b), (2, a)], "0.32.0", names)
+    assert s["samples"] == 3 and s["e2e_latency_mean_ms"] is None and s["queue"] is None and s["causes"] == []
+    assert "counters went down between samples (e2e_latency_count, e2e_latency_sum): more than one server" in \
+        s["errors"][-1]
