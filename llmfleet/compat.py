@@ -462,6 +462,16 @@ METRICS: dict[str, tuple[tuple[str, str, str | None], ...]] = {
     "generation_tokens": (("vllm:generation_tokens_total", "0.4.0", None),),
     # HTTP status counts of the API server (prometheus-fastapi-instrumentator)
     "http_requests": (("http_requests_total", "0.4.0", None),),
+    # the probe's view of the server (llmfleet/probe/server.py). Checked in vLLM 0.32.0's
+    # vllm/v1/metrics/loggers.py (counters exported with _total); the first versions are unverified:
+    # V1's counters, taken from the first V1-only release row of VLLM_RELEASES.
+    "preemptions": (("vllm:num_preemptions_total", "0.4.0", None),),
+    "prefix_cache_queries": (("vllm:prefix_cache_queries_total", "0.10.2", None),),  # tokens queried
+    "prefix_cache_hits": (("vllm:prefix_cache_hits_total", "0.10.2", None),),  # tokens found cached
+    # the API server's own time per HTTP request, from receiving it to the end of the streamed body
+    # (prometheus-fastapi-instrumentator's histogram, by handler; on vLLM 0.32.0's /metrics): what the
+    # engine's E2E leaves out (parsing, rendering the prompt, streaming the answer)
+    "http_duration": (("http_request_duration_seconds", "0.4.0", None),),
 }
 
 

@@ -14,7 +14,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, model_validator
 
-from llmfleet.probe.config import RequestClass
+from llmfleet.probe.config import RequestClass, Slos
 
 # Host data that is not an llmfleet setting: pyinfra's global arguments (`_sudo`, ...), its
 # connectors' data (`ssh_user`, ...), and what the lab inventory records about a host (`lab_*`).
@@ -422,7 +422,8 @@ class Settings(BaseModel):
     audit_metrics_node_exporter: HostPort | None
     # probe (llmfleet.probe.config documents the fields of a request class)
     probe_mix: Annotated[list[RequestClass], Field(min_length=1)]
-    probe_slo_p95_e2e_ms: Annotated[float, Field(gt=0)]
+    probe_slo: Annotated[Slos, Field(min_length=1)]
+    probe_goodput_min: Annotated[float, Field(gt=0, le=1)] | None
     probe_check_rps: Annotated[float, Field(gt=0)]
     probe_arrivals: Literal["poisson", "gamma"]
     probe_burstiness: Annotated[float, Field(gt=0)]

@@ -29,6 +29,11 @@ from llmfleet.vllm_service import static_flag_problems
 __all__ = ["Settings", "SettingsError", "settings_for", "validate"]
 
 
+# settings that were renamed: the fix names the new one
+RENAMED = {"probe_slo_p95_e2e_ms": "probe_slo = {{'e2e_p95_ms': {value!r}}}, with TTFT and TPOT SLOs beside it if "
+                                   "you want them (group_data/all.py)"}
+
+
 def _is_setting(key: str) -> bool:
     return not key.startswith(NOT_SETTINGS_PREFIXES)
 
@@ -41,6 +46,8 @@ def validate(host_name: str, data: dict[str, Any]) -> Settings:
     for key in sorted(set(values) - set(known)):
         close = difflib.get_close_matches(key, known, n=1)
         fix = f"did you mean {close[0]!r}?" if close else "remove it, or see group_data/all.py for the settings"
+        if key in RENAMED:
+            fix = "renamed: " + RENAMED[key].format(value=values[key])
         problems.append(f"unknown setting {key!r} = {values[key]!r}: {fix}")
     for key in sorted(set(known) - set(values)):
         problems.append(f"setting {key!r} is missing: group_data/all.py must define its default")

@@ -1,5 +1,6 @@
-"""probe: the host carries probe_check_rps of the probe_mix within the SLOs (probe_slo_p95_e2e_ms and
-each class's slo_p95_e2e_ms), errors and timeouts counted against them, and, with a stored
+"""probe: the host carries probe_check_rps of the probe_mix within the SLOs (probe_slo and each class's
+slo: TTFT, TPOT and end-to-end latency at their percentiles) with at least probe_goodput_min of the
+requests meeting every SLO of theirs, errors and timeouts counted against them, and, with a stored
 baseline (probe_baseline_file), is no worse than it by more than probe_baseline_tolerance.
 
 One short open-loop trial per host from this machine (what a client sees); its report is kept in
@@ -48,10 +49,13 @@ def probed(host_name, host_data, settings):
 
 def _verdict(where: str, t: fleet.Target, trial) -> str:
     o = trial.overall
-    p95 = "failed requests" if o.e2e_ms.p95 is None else f"{o.e2e_ms.p95:.0f} ms"
-    return (f"{where}: at {trial.offered_rps:g} req/s expected P95 end-to-end <= {t.config.slo_p95_e2e_ms:g} ms "
-            f"(probe_slo_p95_e2e_ms) and every class within its SLO; actual: P95 {p95}, {o.failed} of "
-            f"{o.requests} failed {o.errors or ''}: {'; '.join(trial.reasons)}")
+    missed = [f"{v.group} P{v.percentile:g} {v.metric.upper()} "
+              f"{'failed requests' if v.value_ms is None else f'{v.value_ms:.0f} ms'} > {v.limit_ms:g} ms"
+              for v in trial.verdicts if not v.met]
+    return (f"{where}: at {trial.offered_rps:g} req/s expected every SLO met (probe_slo {t.config.slo}, and each "
+            f"class's) and goodput >= {t.config.goodput_min} (probe_goodput_min); actual: "
+            f"{'; '.join(missed) or 'every SLO met'}, goodput {o.goodput_share}, {o.failed} of {o.requests} failed "
+            f"{o.errors or ''}: {'; '.join(trial.reasons)}")
 
 
 def test_sla_holds_at_the_check_rate(host_name, probed):

@@ -53,11 +53,18 @@ class Result:
     token_count_method: str = "usage"
     chunks: int = 0
     done_s: float | None = None  # from the trial's start
+    good: bool = False  # met every SLO of its class and the overall ones (set by load.judge)
 
     def latency_or_inf(self, which: str) -> float:
         """ttft_s or e2e_s of a request that succeeded; inf for a failure (it counts against the SLA)."""
         value = getattr(self, which)
         return value if self.ok and value is not None else float("inf")
+
+    def metric_s(self, metric: str) -> float | None:
+        """ttft, tpot or e2e (s): inf for a failure; None for the TPOT of a one-token answer (it has none)."""
+        if not self.ok:
+            return float("inf")
+        return self.tpot_s if metric == "tpot" else getattr(self, f"{metric}_s")
 
     @property
     def tpot_s(self) -> float | None:
@@ -80,30 +87,35 @@ def payload(model: str, p: Planned, ignore_eos: bool) -> dict:
 
 
 async def send(session: aiohttp.ClientSession, url: str, headers: dict, model: str, p: Planned, t0: float,
-               ignore_eos: bool, request_timeout_s: float, stall_timeout_s: float) -> Result:
-    """Send ``p`` at t0 + p.intended_s (the caller sleeps until then) and follow its stream."""
-    r = Result(p.index, p.cls, p.intended_s, p.measured, p.prompt_tokens, p.output_tokens)
+               ignore_eos: bool, request_timeout_s: float, stall_timeout_s: float, r: Result | None = None) -> Result:
+    """Send ``p`` at t0 + p.intended_s (the caller sleeps until then) and follow its stream, filling ``r``
+    (new if None: the caller may pass one to watch its progress)."""
+    r = r or Result(p.index, p.cls, p.intended_s, p.measured, p.prompt_tokens, p.output_tokens)
     intended = t0 + p.intended_s
     now = time.perf_counter
     r.lag_s = max(0.0, now() - intended)
     last = None
+    done_at = None  # when [DONE] came: the end of the answer (the stream is read on to its end, so that the
+    # connection goes back to the pool instead of being closed: a new TCP connection per request costs the
+    # client more than the request itself at hundreds per second)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + request_timeout_s - (now() - intended)
     try:
-        async with asyncio.timeout(request_timeout_s - (now() - intended)):
+        # one timer for both limits: the request's deadline, and (once the answer streams) nothing for
+        # stall_timeout_s, moved on with each line (a timer per line, not a task per line)
+        async with asyncio.timeout_at(deadline) as limit:
             async with session.post(url, json=payload(model, p, ignore_eos), headers=headers) as resp:
                 if resp.status != 200:
                     body = (await resp.text())[:300]
                     r.error_kind, r.error = "http", f"HTTP {resp.status}: {_message(body)}"
                     return r
                 while True:
-                    try:
-                        line = await asyncio.wait_for(resp.content.readline(), stall_timeout_s)
-                    except TimeoutError:
-                        r.error_kind = "stall"
-                        r.error = (f"the stream stalled: nothing for {stall_timeout_s:g} s after {r.chunks} "
-                                   "chunk(s)")
-                        return r
+                    limit.reschedule(min(deadline, loop.time() + stall_timeout_s))
+                    line = await resp.content.readline()
                     if not line:
                         break
+                    if done_at is not None:
+                        continue
                     line = line.strip()
                     if not line or line.startswith(b":"):
                         continue
@@ -113,7 +125,8 @@ async def send(session: aiohttp.ClientSession, url: str, headers: dict, model: s
                         return r
                     data = line[5:].strip()
                     if data == b"[DONE]":
-                        break
+                        done_at = now()
+                        continue
                     try:
                         chunk = json.loads(data)
                         choices = chunk.get("choices")
@@ -134,9 +147,14 @@ async def send(session: aiohttp.ClientSession, url: str, headers: dict, model: s
                         r.prompt_tokens = usage.get("prompt_tokens")
                         r.completion_tokens = usage.get("completion_tokens")
     except TimeoutError:
-        r.error_kind = "timeout"
-        r.error = f"no complete answer within {request_timeout_s:g} s of the intended send time"
-        return r
+        if done_at is None:  # (after [DONE], a server that keeps the stream open costs only the connection)
+            if loop.time() >= deadline - 0.001:
+                r.error_kind = "timeout"
+                r.error = f"no complete answer within {request_timeout_s:g} s of the intended send time"
+            else:
+                r.error_kind = "stall"
+                r.error = f"the stream stalled: nothing for {stall_timeout_s:g} s after {r.chunks} chunk(s)"
+            return r
     except aiohttp.ClientConnectionError as exc:
         r.error_kind, r.error = "connect", f"connection failed: {exc}"
         return r
@@ -144,7 +162,7 @@ async def send(session: aiohttp.ClientSession, url: str, headers: dict, model: s
         r.error_kind, r.error = "cancelled", "still running when the trial stopped (counted as failed)"
         raise
     finally:
-        end = now()
+        end = done_at if done_at is not None else now()
         r.e2e_s = end - intended
         r.done_s = end - t0
     if r.chunks == 0:
@@ -176,6 +194,7 @@ class Endpoint:
     ignore_eos: bool
     tokens_per_word: float | None
     server: str | None  # e.g. "vllm-0.32.0-..." (system_fingerprint)
+    version: str | None = None  # the server's /version (vLLM's): picks the names of its /metrics
 
 
 async def preflight(base_url: str, model: str, api_key: str | None, timeout_s: float = 30.0,
@@ -219,6 +238,13 @@ async def preflight(base_url: str, model: str, api_key: str | None, timeout_s: f
                         break
                     if not (attempt and resp.status == 400 and "ignore_eos" in text):
                         raise ProbeError(f"{base}/v1/completions answered HTTP {resp.status}: {_message(text)}")
+            version = None
+            async with s.get(f"{base}/version", headers=headers) as resp:
+                if resp.status == 200:
+                    try:
+                        version = str((await resp.json(content_type=None)).get("version")) or None
+                    except (ValueError, AttributeError):
+                        version = None
             per_word = None
             if calibrate:
                 from llmfleet.probe.prompts import _WORDS
@@ -235,4 +261,4 @@ async def preflight(base_url: str, model: str, api_key: str | None, timeout_s: f
     except (aiohttp.ClientError, TimeoutError) as exc:
         raise ProbeError(f"{base}: no usable answer within {timeout_s:g} s ({type(exc).__name__}: {exc}) "
                          "(fix: check that the server is up and not overloaded)") from exc
-    return Endpoint(base, model, max_len, ignore_eos, per_word, server)
+    return Endpoint(base, model, max_len, ignore_eos, per_word, server, version)

@@ -16,6 +16,13 @@ from llmfleet.errors import LlmfleetError
 PositiveInt = Annotated[int, Field(gt=0, strict=True)]
 PositiveFloat = Annotated[float, Field(gt=0)]
 
+# An SLO is `<metric>_p<percentile>_ms: limit`, e.g. ``ttft_p99_ms: 500``: the metric's percentile over the
+# measured requests of the group (the whole mix, or one class) must be at most the limit (ms). The same
+# limit is each request's threshold for goodput (as vLLM's --goodput ttft:X tpot:Y e2el:Z).
+SLO_METRICS = ("ttft", "tpot", "e2e")
+SloKey = Annotated[str, Field(pattern=r"^(ttft|tpot|e2e)_p(100|[1-9][0-9]?(\.[0-9]+)?)_ms$")]
+Slos = dict[SloKey, PositiveFloat]
+
 
 class ProbeError(LlmfleetError, ValueError):
     """Bad probe input or an endpoint the probe cannot measure; the message says what and the fix."""
@@ -42,6 +49,30 @@ class TokenRange(BaseModel):
         return self
 
 
+class Slo(BaseModel):
+    """One SLO, parsed from its key: ``metric`` at percentile ``q`` at most ``limit_ms``."""
+
+    model_config = ConfigDict(frozen=True)
+    key: str
+    metric: str  # ttft, tpot or e2e
+    q: float  # percentile, (0, 100]
+    limit_ms: float
+
+    @classmethod
+    def parse(cls, key: str, limit_ms: float) -> Slo:
+        metric, q = key.removesuffix("_ms").split("_p")
+        return cls(key=key, metric=metric, q=float(q), limit_ms=float(limit_ms))
+
+    @property
+    def label(self) -> str:
+        return f"P{self.q:g} {self.metric.upper()}"
+
+
+def parse_slos(slos: dict[str, float] | None) -> list[Slo]:
+    return [Slo.parse(k, v) for k, v in sorted((slos or {}).items(), key=lambda kv: SLO_METRICS.index(
+        kv[0].split("_")[0]))]
+
+
 class RequestClass(BaseModel):
     """One class of the request mix."""
 
@@ -52,8 +83,31 @@ class RequestClass(BaseModel):
     output_tokens: TokenRange
     temperature: Annotated[float, Field(ge=0)] = 0.0
     top_p: Annotated[float, Field(gt=0, le=1)] = 1.0
-    # optional per-class SLO on the P95 end-to-end latency (ms)
-    slo_p95_e2e_ms: PositiveFloat | None = None
+    # this class's own SLOs (besides the overall ones), e.g. {"e2e_p95_ms": 800, "ttft_p99_ms": 300}
+    slo: Slos = Field(default_factory=dict)
+    # the first this many prompt tokens are the same for every request of the class (a shared system
+    # prompt: the server's prefix cache then works as it would in production); 0: every prompt differs
+    shared_prefix_tokens: Annotated[int, Field(ge=0, strict=True)] = 0
+
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed(cls, value):
+        if isinstance(value, dict) and "slo_p95_e2e_ms" in value:
+            raise ValueError(f"slo_p95_e2e_ms = {value['slo_p95_e2e_ms']!r}: renamed (fix: slo = "
+                             f"{{'e2e_p95_ms': {value['slo_p95_e2e_ms']!r}}}, and TTFT/TPOT SLOs beside it)")
+        return value
+
+    @model_validator(mode="after")
+    def _prefix_fits(self):
+        if self.shared_prefix_tokens and self.shared_prefix_tokens >= self.prompt_tokens.min:
+            raise ValueError(f"shared_prefix_tokens = {self.shared_prefix_tokens} is not below prompt_tokens.min "
+                             f"{self.prompt_tokens.min}: no room for the request's own part (fix: a shorter prefix, "
+                             "or longer prompts)")
+        return self
+
+    @property
+    def slos(self) -> list[Slo]:
+        return parse_slos(self.slo)
 
 
 class ProbeConfig(BaseModel):
@@ -61,7 +115,10 @@ class ProbeConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     mix: Annotated[list[RequestClass], Field(min_length=1)]
-    slo_p95_e2e_ms: PositiveFloat
+    slo: Annotated[Slos, Field(min_length=1)]
+    # a trial passes only if at least this share of its measured requests met every SLO of their
+    # class and the overall ones (goodput share); None: the percentile SLOs alone decide
+    goodput_min: Annotated[float, Field(gt=0, le=1)] | None = 0.9
     check_rps: PositiveFloat
     arrivals: Literal["poisson", "gamma"] = "poisson"
     burstiness: PositiveFloat = 1.0
@@ -87,6 +144,19 @@ class ProbeConfig(BaseModel):
 
     def class_named(self, name: str) -> RequestClass:
         return next(c for c in self.mix if c.name == name)
+
+    @property
+    def slos(self) -> list[Slo]:
+        """The overall SLOs."""
+        return parse_slos(self.slo)
+
+    def slos_of(self, cls: str) -> list[Slo]:
+        """What a request of class ``cls`` must meet for goodput: the overall SLOs and its class's (the
+        stricter limit where both set the same metric; a class outside the mix: the overall ones)."""
+        limits: dict[str, float] = {}
+        for s in self.slos + next((c.slos for c in self.mix if c.name == cls), []):
+            limits[s.metric] = min(limits.get(s.metric, math.inf), s.limit_ms)
+        return [Slo(key=f"{m}_ms", metric=m, q=100.0, limit_ms=v) for m, v in limits.items()]
 
 
 def consistency_problems(mix: list[RequestClass], arrivals: str, burstiness: float, start_rps: float,

@@ -1,23 +1,28 @@
-"""One trial: an open-loop schedule at an offered rate, sent on time, watched for saturation.
+"""One trial: an open-loop schedule at an offered rate (or a replayed trace), sent on time, watched
+for saturation, judged against the SLOs and goodput.
 
 The whole schedule (send times, classes, lengths, prompts) is drawn before the first request, as
 vLLM's benchmark does: inter-arrival gaps are gamma distributed with shape = burstiness (1 is a
-Poisson process) and mean 1/rate, scaled so that n requests span exactly n/rate seconds.
-Requests are sent when the schedule says, whatever is still in flight (open loop). Requests of
-the first ``warmup_s`` are sent but not measured.
+Poisson process) and mean 1/rate, scaled so that the n_w warm-up requests span n_w/rate seconds
+and the n measured ones the next n/rate exactly (the offered rate is then what the measured part
+holds, whatever the seed). Requests are sent when the schedule says, whatever is still in flight
+(open loop). Requests of the first ``warmup_s`` are sent but not measured.
 
-The trial stops early, and fails, as soon as the SLA is certainly broken: more than 5 % of the
-measured requests (overall, or of a class with its own SLO) have failed or are already older than
-the P95 limit. Saturation (a growing queue) is read from the in-flight count: its least-squares
-growth over the measured window.
+The trial stops early, and fails, as soon as the SLA is certainly lost: for a TTFT or E2E SLO at
+percentile q, more of the group's measured requests have failed or are already past the limit (an
+E2E older than it, a first token not there yet) than the percentile allows; for goodput, more
+requests than ``1 - goodput_min`` of them. Saturation (a growing queue) is read from the
+in-flight count: its least-squares growth over the measured window.
 """
 
 from __future__ import annotations
 
 import asyncio
+import gc
 import math
 import random
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -25,11 +30,23 @@ import aiohttp
 
 from llmfleet.probe import stats
 from llmfleet.probe.client import Endpoint, Planned, Result, auth_headers, send
-from llmfleet.probe.config import ProbeConfig
+from llmfleet.probe.config import ProbeConfig, Slo
 from llmfleet.probe.prompts import PromptMaker
+from llmfleet.probe.server import ServerView
 
-SLA_QUANTILE = 0.95
 SPIN_S = 0.0015  # the last stretch before a send is spent yielding to the loop, not sleeping
+
+
+def run_loop(coro):
+    """Run ``coro`` to its end on uvloop (libuv's event loop in C: the same asyncio API at a fraction of
+    the cost per callback; it lifts the client's capacity on 2 cores, benchmarks/probe_client_capacity.py),
+    or on asyncio's own loop where uvloop is not installed."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(coro)
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        return runner.run(coro)
 
 
 def plan(config: ProbeConfig, rate: float, maker: PromptMaker, seed: int, requests: int | None = None,
@@ -41,13 +58,16 @@ def plan(config: ProbeConfig, rate: float, maker: PromptMaker, seed: int, reques
     n_warm = 0 if requests else math.ceil(rate * config.warmup_s)
     shape = config.burstiness if config.arrivals == "gamma" else 1.0
     n = n_warm + n_measured
-    # send times: cumulative gamma gaps, scaled so that the last request leaves at n / rate exactly
-    # (as vLLM's benchmark does: the offered rate is then exact whatever the seed)
+    # send times: cumulative gamma gaps, the warm-up part scaled to span n_warm / rate and the measured
+    # part the next n_measured / rate exactly (as vLLM's benchmark scales the whole: the offered rate is
+    # then exact whatever the seed)
+    gaps = [rng.gammavariate(shape, 1.0 / (rate * shape)) for _ in range(n)]
     times, t = [], 0.0
-    for _ in range(n):
-        t += rng.gammavariate(shape, 1.0 / (rate * shape))
-        times.append(t)
-    scale = (n / rate) / times[-1]
+    for part in (gaps[:n_warm], gaps[n_warm:]):
+        scale = (len(part) / rate) / sum(part) if part else 1.0
+        for g in part:
+            t += g * scale
+            times.append(t)
     names = [c.name for c in config.mix]
     weights = [c.share for c in config.mix]
     out = []
@@ -58,8 +78,21 @@ def plan(config: ProbeConfig, rate: float, maker: PromptMaker, seed: int, reques
         else:
             pt = rng.randint(c.prompt_tokens.min, c.prompt_tokens.max)
             ot = rng.randint(c.output_tokens.min, c.output_tokens.max)
-        out.append(Planned(i, c.name, times[i] * scale, maker.make(pt), pt, ot, c.temperature, c.top_p, i >= n_warm))
+        prompt = maker.make(pt, prefix=(c.name, c.shared_prefix_tokens) if c.shared_prefix_tokens else None)
+        out.append(Planned(i, c.name, times[i], prompt, pt, ot, c.temperature, c.top_p, i >= n_warm))
     return out
+
+
+def span(planned: list[Planned]) -> tuple[float, float]:
+    """The schedule's window of the measured requests: from the intended send of the request before
+    the first measured one (or the trial's start) to the last measured intended send. Every request
+    rate of the report is counted over it."""
+    measured = [p.intended_s for p in planned if p.measured]
+    if not measured:
+        return 0.0, 0.0
+    first = min(measured)
+    before = [p.intended_s for p in planned if not p.measured and p.intended_s <= first]
+    return max(before, default=0.0), max(measured)
 
 
 @dataclass
@@ -74,29 +107,75 @@ class Trial:
     saturated: bool
     backlog_growth: float  # in-flight requests gained over the measured window (least squares)
     in_flight: list[tuple[float, int]] = field(default_factory=list)
+    verdicts: list[dict] = field(default_factory=list)  # each SLO of each group (stats.verdict)
+    goodput_min: float | None = None
+    server: dict | None = None  # the server's view (llmfleet.probe.server.summarize)
 
 
-def _ages_break_sla(config: ProbeConfig, planned: list[Planned], results: dict[int, Result],
-                    started: dict[int, float], t_now: float) -> str | None:
-    """The reason the SLA is already certainly broken, or None."""
-    groups = [(None, config.slo_p95_e2e_ms)] + [(c.name, c.slo_p95_e2e_ms) for c in config.mix if c.slo_p95_e2e_ms]
-    for cls, limit_ms in groups:
-        members = [p for p in planned if p.measured and (cls is None or p.cls == cls)]
-        if not members:
-            continue
-        allowed = math.floor(len(members) * (1 - SLA_QUANTILE))
-        bad = 0
-        for p in members:
-            r = results.get(p.index)
-            if r is not None:
-                bad += r.latency_or_inf("e2e_s") * 1000 > limit_ms
-            elif p.index in started and (t_now - p.intended_s) * 1000 > limit_ms:
-                bad += 1
-        if bad > allowed:
-            who = "overall" if cls is None else f"class {cls}"
-            return (f"stopped early: {bad} of {len(members)} measured requests ({who}) already failed or "
-                    f"took longer than the P95 limit {limit_ms:g} ms, so P95 cannot hold")
-    return None
+def allowed_bad(n: int, q: float) -> int:
+    """How many of n values may exceed a limit before percentile q (linear interpolation) certainly does:
+    once the value at the floor of q's rank is above it, so is the percentile."""
+    return n - 1 - math.floor((n - 1) * q / 100) if n else 0
+
+
+class SlaWatch:
+    """While a trial runs: is its SLA already certainly lost? Finished requests are counted once
+    (``finished``); in-flight ones are looked at on each check (``lost``)."""
+
+    def __init__(self, config: ProbeConfig, planned: list[Planned]):
+        measured = [p for p in planned if p.measured]
+        per_class = Counter(p.cls for p in measured)
+        # (label, class or None for the whole mix, slo, allowed)
+        self.groups: list[tuple[str, str | None, Slo, int]] = []
+        for slo in config.slos:
+            self.groups.append(("overall", None, slo, allowed_bad(len(measured), slo.q)))
+        for c in config.mix:
+            for slo in c.slos:
+                self.groups.append((f"class {c.name}", c.name, slo, allowed_bad(per_class[c.name], slo.q)))
+        self.bad = [0] * len(self.groups)
+        self.class_slos = {cls: config.slos_of(cls) for cls in per_class}
+        self.goodput_min = config.goodput_min
+        self.goodput_allowed = len(measured) - math.ceil(config.goodput_min * len(measured) - 1e-9) \
+            if config.goodput_min else None
+        self.not_good = 0
+        self.n = len(measured)
+
+    def finished(self, r: Result) -> None:
+        if not r.measured:
+            return
+        for i, (_, cls, slo, _) in enumerate(self.groups):
+            if cls is None or cls == r.cls:
+                v = r.metric_s(slo.metric)
+                self.bad[i] += v is not None and v * 1000 > slo.limit_ms
+        self.not_good += not stats.meets(r, self.class_slos[r.cls])
+
+    def lost(self, live: list[Result], t_now: float) -> str | None:
+        """The reason the SLA is already certainly lost, or None. ``live``: measured requests in flight."""
+        for i, (label, cls, slo, allowed) in enumerate(self.groups):
+            if slo.metric == "tpot":
+                continue  # not known before the end
+            late = sum(1 for r in live if (cls is None or r.cls == cls) and _late(r, slo.metric, slo.limit_ms, t_now))
+            if self.bad[i] + late > allowed:
+                return (f"stopped early: {self.bad[i] + late} measured requests ({label}) already failed or "
+                        f"passed the {slo.label} limit {slo.limit_ms:g} ms, more than the {allowed} "
+                        f"{slo.label} allows, so it cannot hold")
+        if self.goodput_allowed is not None:
+            late = sum(1 for r in live if any(_late(r, s.metric, s.limit_ms, t_now) for s in self.class_slos[r.cls]))
+            if self.not_good + late > self.goodput_allowed:
+                return (f"stopped early: {self.not_good + late} of {self.n} measured requests already missed an "
+                        f"SLO, so the goodput share cannot reach {self.goodput_min:g}")
+        return None
+
+
+def _late(r: Result, metric: str, limit_ms: float, t_now: float) -> bool:
+    """An in-flight request certainly past a limit: older than an E2E limit, or no first token yet
+    past a TTFT limit."""
+    age_ms = (t_now - r.intended_s) * 1000
+    if metric == "e2e":
+        return age_ms > limit_ms
+    if metric == "ttft":
+        return r.ttft_s is None and age_ms > limit_ms
+    return False
 
 
 def growth(samples: list[tuple[float, int]]) -> float:
@@ -115,11 +194,31 @@ def growth(samples: list[tuple[float, int]]) -> float:
 
 async def run(endpoint: Endpoint, api_key: str | None, config: ProbeConfig, planned: list[Planned],
               offered_rps: float, progress: Callable[[int, int, int], None] | None = None,
-              stop_early: bool = True) -> Trial:
+              stop_early: bool = True, server_view: ServerView | None = None) -> Trial:
+    watch_sla = SlaWatch(config, planned)
+    # no cycle collection while the trial runs: a pass over every tracked object stalls the loop for
+    # milliseconds, and the client makes no cyclic garbage to collect (measured: 5,000 requests at
+    # 1000/s, gc.collect() afterwards found 0 unreachable objects); re-enabled after the trial
+    collecting = gc.isenabled()
+    gc.collect()
+    gc.freeze()
+    gc.disable()
+    try:
+        return await _run(endpoint, api_key, config, planned, offered_rps, progress, stop_early, server_view,
+                          watch_sla)
+    finally:
+        gc.unfreeze()
+        if collecting:
+            gc.enable()
+
+
+async def _run(endpoint: Endpoint, api_key: str | None, config: ProbeConfig, planned: list[Planned],
+               offered_rps: float, progress, stop_early: bool, server_view: ServerView | None,
+               watch_sla: SlaWatch) -> Trial:
     url = f"{endpoint.base_url}/v1/completions"
     headers = auth_headers(api_key)
     results: dict[int, Result] = {}
-    started: dict[int, float] = {}
+    live: dict[int, Result] = {}
     tasks: dict[int, asyncio.Task] = {}
     samples: list[tuple[float, int]] = []
     stop_reason: list[str] = []
@@ -129,18 +228,24 @@ async def run(endpoint: Endpoint, api_key: str | None, config: ProbeConfig, plan
 
     async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
         t0 = time.perf_counter() + 0.05
+        sampler = asyncio.create_task(server_view.sample(session, t0)) if server_view else None
 
         async def one(p: Planned):
-            started[p.index] = p.intended_s
+            r = Result(p.index, p.cls, p.intended_s, p.measured, p.prompt_tokens, p.output_tokens)
+            live[p.index] = r
             try:
-                results[p.index] = await send(session, url, headers, endpoint.model, p, t0, endpoint.ignore_eos,
-                                              config.request_timeout_s, config.stall_timeout_s)
+                await send(session, url, headers, endpoint.model, p, t0, endpoint.ignore_eos,
+                           config.request_timeout_s, config.stall_timeout_s, r)
             except asyncio.CancelledError:
-                pass
+                return
+            del live[p.index]
+            results[p.index] = r
+            watch_sla.finished(r)
 
         async def dispatch():
             # the event loop's timers wake up to a millisecond late (epoll's timeout is in whole ms):
-            # sleep to just before the send time, then yield to the loop until it comes
+            # sleep to just before the send time, then yield to the loop until it comes; every request
+            # whose time has come leaves at once
             for p in planned:
                 target = t0 + p.intended_s
                 delay = target - time.perf_counter()
@@ -155,11 +260,11 @@ async def run(endpoint: Endpoint, api_key: str | None, config: ProbeConfig, plan
                 await asyncio.sleep(0.25)
                 t_now = time.perf_counter() - t0
                 if t_now >= first_measured:
-                    samples.append((t_now, len(started) - len(results)))
+                    samples.append((t_now, len(live)))
                 if progress:
-                    progress(len(started), len(results), len(planned))
+                    progress(len(live) + len(results), len(results), len(planned))
                 if stop_early:
-                    reason = _ages_break_sla(config, planned, results, started, t_now)
+                    reason = watch_sla.lost([r for r in live.values() if r.measured], t_now)
                     if reason:
                         stop_reason.append(reason)
                         return
@@ -177,45 +282,70 @@ async def run(endpoint: Endpoint, api_key: str | None, config: ProbeConfig, plan
             await asyncio.gather(dispatcher, *tasks.values(), return_exceptions=True)
         else:
             watcher.cancel()
+        if sampler and server_view:
+            sampler.cancel()
+            await asyncio.gather(sampler, return_exceptions=True)
+            await server_view.read(session, t0)  # the end of the trial: its counters cover every request
         if progress:
-            progress(len(started), len(results), len(planned))
+            progress(len(live) + len(results), len(results), len(planned))
     t_end = time.perf_counter() - t0
     for p in planned:  # what the trial never finished counts against the SLA
         if p.index not in results:
-            r = Result(p.index, p.cls, p.intended_s, p.measured, p.prompt_tokens, p.output_tokens)
-            if p.index in started:
+            r = live.get(p.index) or Result(p.index, p.cls, p.intended_s, p.measured, p.prompt_tokens,
+                                            p.output_tokens)
+            r.ok = False
+            if p.index in live:
                 r.error_kind, r.error = "cancelled", "still running when the trial stopped early"
                 r.e2e_s, r.done_s = t_end - p.intended_s, t_end
             else:
                 r.error_kind, r.error = "not_sent", "not sent: the trial stopped early"
             results[p.index] = r
     ordered = [results[p.index] for p in planned]
-    return judge(config, ordered, offered_rps, samples, bool(stop_reason), stop_reason, planned)
+    server = server_view.summary() if server_view else None
+    return judge(config, ordered, offered_rps, samples, bool(stop_reason), stop_reason, span(planned), server)
 
 
 def judge(config: ProbeConfig, results: list[Result], offered_rps: float, samples: list[tuple[float, int]],
-          stopped_early: bool, stop_reason: list[str], planned: list[Planned] | None = None) -> Trial:
+          stopped_early: bool, stop_reason: list[str], window: tuple[float, float] | None = None,
+          server: dict | None = None) -> Trial:
+    """The trial's metrics and verdict: every SLO at its percentile (overall and per class), the
+    goodput share, saturation; the server's view says why where it can."""
     measured = [r for r in results if r.measured]
-    span = (max(r.intended_s for r in measured) - min(r.intended_s for r in measured)) if len(measured) > 1 else 0
-    scheduled = round((len(measured) - 1) / span, 3) if span > 0 else None
-    overall = stats.summarize(results, offered_rps, scheduled)
-    per_class = {c.name: stats.summarize([r for r in results if r.cls == c.name], offered_rps * c.share,
-                                         window_s=overall["window_s"]) for c in config.mix}
-    reasons = list(stop_reason)
-    p95 = stats.p95_e2e_s(results)
-    if p95 * 1000 > config.slo_p95_e2e_ms and not stopped_early:
-        shown = "failed requests" if p95 == math.inf else f"{p95 * 1000:.0f} ms"
-        reasons.append(f"P95 end-to-end {shown} > SLO {config.slo_p95_e2e_ms:g} ms")
+    if window is None:
+        window = (0.0, max((r.intended_s for r in measured), default=0.0))
+    for r in results:
+        r.good = stats.meets(r, config.slos_of(r.cls))
+    overall = stats.summarize(results, offered_rps, window)
+    names = [c.name for c in config.mix]
+    classes = [n for n in names if any(r.cls == n for r in measured) or not measured] + \
+        sorted({r.cls for r in measured} - set(names))
+    per_class = {}
+    for name in classes:
+        members = [r for r in results if r.cls == name]
+        share = config.class_named(name).share if name in names else \
+            sum(r.measured for r in members) / max(1, len(measured))
+        per_class[name] = stats.summarize(members, offered_rps * share, window, window_s=overall["window_s"])
+    verdicts = [stats.verdict(results, slo, "overall") for slo in config.slos]
     for c in config.mix:
-        if c.slo_p95_e2e_ms and not stopped_early:
-            cp = stats.p95_e2e_s(results, c.name)
-            if cp * 1000 > c.slo_p95_e2e_ms:
-                shown = "failed requests" if cp == math.inf else f"{cp * 1000:.0f} ms"
-                reasons.append(f"class {c.name}: P95 end-to-end {shown} > its SLO {c.slo_p95_e2e_ms:g} ms")
+        members = [r for r in results if r.cls == c.name]
+        verdicts += [stats.verdict(members, slo, c.name) for slo in c.slos if any(r.measured for r in members)]
+    reasons = list(stop_reason)
+    if not stopped_early:
+        for v in verdicts:
+            if not v["met"]:
+                who = "" if v["group"] == "overall" else f"class {v['group']}: "
+                shown = "failed requests" if v["value_ms"] is None else f"{v['value_ms']:.0f} ms"
+                reasons.append(f"{who}P{v['percentile']:g} {v['metric'].upper()} {shown} > SLO {v['limit_ms']:g} ms")
+        share = overall["goodput_share"]
+        if config.goodput_min and share is not None and share < config.goodput_min:
+            reasons.append(f"goodput share {share:.1%} ({overall['good']} of {overall['requests']} requests met "
+                           f"every SLO) < probe_goodput_min {config.goodput_min:.0%}")
     g = growth(samples)
     mean_in_flight = sum(y for _, y in samples) / len(samples) if samples else 0.0
     saturated = g > max(3.0, 0.5 * mean_in_flight)
     if saturated:
         reasons.append(f"saturated: the backlog grew by {g:.1f} requests over the measured window")
+    if reasons and server and server.get("causes"):
+        reasons.append("server: " + "; ".join(server["causes"]))
     return Trial(offered_rps, results, overall, per_class, not reasons, reasons, stopped_early, saturated,
-                 round(g, 2), samples[::max(1, len(samples) // 200)])
+                 round(g, 2), samples[::max(1, len(samples) // 200)], verdicts, config.goodput_min, server)

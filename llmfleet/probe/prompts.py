@@ -7,7 +7,9 @@ failing that the count is approximate. The method is recorded in the report, and
 compares asked lengths with the server's own ``usage.prompt_tokens``.
 
 Every prompt starts differently (random tokens from the first position), so the server's prefix
-cache cannot share work between requests and flatter the results (benchmarking.md pitfall 7).
+cache cannot share work between requests and flatter the results (benchmarking.md pitfall 7),
+unless the user asks for sharing: a class's ``shared_prefix_tokens`` (a system prompt the same for
+every request of the class), or a trace's hash ids (``block``: the same id, the same text).
 """
 
 from __future__ import annotations
@@ -59,12 +61,52 @@ class PromptMaker:
         else:
             self.tokens_per_word = 1.3
             self.method = "words, approximate (1.3 tokens per word)"
+        self.seed = seed
+        self._kept: dict[tuple[str, int], list] = {}
 
-    def make(self, n_tokens: int) -> str:
+    def make(self, n_tokens: int, prefix: tuple[str, int] | None = None) -> str:
+        """A prompt of ``n_tokens``, different from every other; ``prefix`` (key, tokens): its first tokens
+        are the key's own, the same in every prompt made with that key."""
+        head = self._keyed(f"prefix/{prefix[0]}", prefix[1]) if prefix else []
+        return self._exact(head + self._random(n_tokens - len(head), self.rng), n_tokens)
+
+    def blocks(self, keys: list, n_tokens: int, size: int) -> str:
+        """A prompt of ``n_tokens`` made of blocks of ``size`` tokens, one per key (the last one cut short):
+        the same key, the same tokens, so prompts with the same leading keys share that prefix (a
+        trace's hash ids)."""
+        units = []
+        for k, key in enumerate(keys):
+            block = self._keyed(f"block/{key}", size)
+            units += block[:max(0, n_tokens - k * size)] if self.tokenizer else \
+                block[:max(0, round((n_tokens - k * size) / self.tokens_per_word))]
+        return self._exact(units, n_tokens)
+
+    def _keyed(self, key: str, n_tokens: int) -> list:
+        """The units of ``key`` (the same every time: seeded by it, and kept)."""
+        if (key, n_tokens) not in self._kept:
+            self._kept[(key, n_tokens)] = self._stable(n_tokens, random.Random(f"{self.seed}/{key}"))
+        return self._kept[(key, n_tokens)]
+
+    def _stable(self, n_tokens: int, rng: random.Random) -> list:
+        """Units of about ``n_tokens`` that read back as themselves: with a tokenizer, the encoding of a
+        text of exactly that length (random ids decode to text that encodes to other, more ids)."""
+        units = self._random(n_tokens, rng)
         if self.tokenizer is None:
-            words = max(1, round(n_tokens / self.tokens_per_word))
-            return " ".join(self.rng.choice(_WORDS) for _ in range(words))
-        ids = [self.rng.choice(self.ids) for _ in range(n_tokens)]
+            return units
+        return self.tokenizer.encode(self._exact(units, n_tokens, rng)).ids
+
+    def _random(self, n_tokens: int, rng: random.Random) -> list:
+        """Random vocabulary ids (with a tokenizer) or words for about ``n_tokens`` tokens."""
+        if self.tokenizer is None:
+            return [rng.choice(_WORDS) for _ in range(max(0, round(n_tokens / self.tokens_per_word)))]
+        return [rng.choice(self.ids) for _ in range(max(0, n_tokens))]
+
+    def _exact(self, units: list, n_tokens: int, rng: random.Random | None = None) -> str:
+        """Text of exactly ``n_tokens`` from the ids (or words) ``units``: decoded, encoded again, and cut or
+        filled at its end until the length holds (the start stays as it was)."""
+        if self.tokenizer is None:
+            return " ".join(units or [self.rng.choice(_WORDS)])
+        ids = list(units)
         text = self.tokenizer.decode(ids)
         for _ in range(12):
             enc = self.tokenizer.encode(text).ids
@@ -73,7 +115,7 @@ class PromptMaker:
             if len(enc) > n_tokens:
                 ids = enc[:n_tokens]
             else:
-                ids = enc + [self.rng.choice(self.ids) for _ in range(n_tokens - len(enc))]
+                ids = enc + self._random(n_tokens - len(enc), rng or self.rng)
             text = self.tokenizer.decode(ids)
         return text  # within a token or two; the report compares with the server's count
 

@@ -10,10 +10,12 @@ from pathlib import Path
 
 from llmfleet.probe import ceiling as ceil
 from llmfleet.probe import load, report
-from llmfleet.probe.client import Endpoint, preflight
+from llmfleet.probe import trace as traces
+from llmfleet.probe.client import Endpoint, auth_headers, preflight
 from llmfleet.probe.config import ProbeConfig, ProbeError, length_problems
 from llmfleet.probe.prompts import PromptMaker, load_tokenizer
 from llmfleet.probe.search import Outcome, search
+from llmfleet.probe.server import ServerView
 
 
 @contextlib.contextmanager
@@ -40,30 +42,48 @@ def run_probe(url: str, model: str, api_key: str | None, config: ProbeConfig, *,
               tokenizer: str | Path | None = None, host: str | None = None, gpu_profile=None,
               tensor_parallel: int = 1, model_dir: Path | None = None, model_dtype: str | None = None,
               baseline_file: Path | None = None, show_progress: bool = False, stop_early: bool = True,
-              log=None) -> report.ProbeReport:
+              log=None, trace: Path | None = None, speed: float = 1.0, trace_warmup_s: float = 0.0,
+              server_view: bool = True) -> report.ProbeReport:
+    """A check trial at ``rate`` (or check_rps), the search (``search_mode``), or the replay of a
+    request log (``trace``, at ``speed``); ``server_view``: sample the endpoint's /metrics meanwhile."""
     log = log or (lambda msg: print(msg, file=sys.stderr))
     where = host or url
     tok = load_tokenizer(tokenizer) if tokenizer else None
+    trace_format, records = traces.read(Path(trace)) if trace else (None, [])
     endpoint: Endpoint = asyncio.run(preflight(url, model, api_key, calibrate=tok is None))
-    problems = length_problems(config.mix if not fixed else [], endpoint.max_model_len, where)
+    problems = length_problems(config.mix if not (fixed or trace) else [], endpoint.max_model_len, where)
     if fixed and endpoint.max_model_len and fixed["prompt_tokens"] + fixed["output_tokens"] > endpoint.max_model_len:
         problems.append(f"{where}: fixed lengths {fixed['prompt_tokens']} + {fixed['output_tokens']} tokens, beyond "
                         f"the served max_model_len {endpoint.max_model_len} (fix: shorter lengths)")
+    if trace:
+        problems += traces.length_problems(records[:requests] if requests else records, endpoint.max_model_len,
+                                           f"{where}: --trace {trace}")
     if problems:
         raise ProbeError("; ".join(problems))
     maker = PromptMaker(tok, endpoint.tokens_per_word, seed=config.seed)
     counter = iter(range(10_000))
     trials: list[load.Trial] = []
+    view_note = _view_note(endpoint, server_view)
 
-    def trial(r: float) -> load.Trial:
-        planned = load.plan(config, r, maker, seed=config.seed + next(counter), requests=requests, fixed=fixed)
-        n = sum(p.measured for p in planned)
+    def trial(r: float | None) -> load.Trial:
+        if trace:
+            planned = traces.plan(records, config, maker, speed, trace_warmup_s, requests)
+            start, end = load.span(planned)
+            n = sum(p.measured for p in planned)
+            r = round(n / (end - start), 3) if end > start else float(n)
+        else:
+            assert r is not None
+            planned = load.plan(config, r, maker, seed=config.seed + next(counter), requests=requests, fixed=fixed)
+            n = sum(p.measured for p in planned)
+        view = ServerView(url, endpoint.version, model, auth_headers(api_key)) if not view_note and endpoint.version \
+            else None
         with _progress(show_progress, f"{where} {r:g} req/s") as prog:
-            t = asyncio.run(load.run(endpoint, api_key, config, planned, r, progress=prog, stop_early=stop_early))
+            t = load.run_loop(load.run(endpoint, api_key, config, planned, r, progress=prog, stop_early=stop_early,
+                                     server_view=view))
         trials.append(t)
-        p95 = t.stats["e2e_ms"]["p95"]
-        log(f"{where}: {r:g} req/s, {n} requests: P95 e2e {'failed' if p95 is None else f'{p95:.0f} ms'}, "
-            f"{'pass' if t.passed else 'fail: ' + '; '.join(t.reasons)}")
+        e2e = t.stats["e2e_ms"]["p95"]
+        log(f"{where}: {r:g} req/s, {n} requests: P95 e2e {'failed' if e2e is None else f'{e2e:.0f} ms'}, goodput "
+            f"{t.stats['goodput_share']:.0%}, {'pass' if t.passed else 'fail: ' + '; '.join(t.reasons)}")
         return t
 
     effective: report.Effective | None = None
@@ -74,7 +94,7 @@ def run_probe(url: str, model: str, api_key: str | None, config: ProbeConfig, *,
                                      relative_uncertainty=res.relative_uncertainty,
                                      p95_ms_at_effective=res.p95_ms_at_effective, note=res.note)
     else:
-        trial(rate or config.check_rps)
+        trial(None if trace else (rate or config.check_rps))
 
     reasons: list[str] = []
     if effective is not None:  # a search
@@ -82,20 +102,25 @@ def run_probe(url: str, model: str, api_key: str | None, config: ProbeConfig, *,
             reasons.append(f"no rate met the SLO ({effective.note})")
     elif not trials[-1].passed:
         reasons.extend(trials[-1].reasons)
+    warmup = trace_warmup_s if trace else (0 if requests else config.warmup_s)
     rep = report.ProbeReport(
         created=report.now_iso(),
         target={"url": url, "model": model, "host": host, "server": endpoint.server,
-                "max_model_len": endpoint.max_model_len},
+                "server_version": endpoint.version, "max_model_len": endpoint.max_model_len},
         method={"prompt_lengths": maker.method,
                 "output_lengths": "exact (ignore_eos)" if endpoint.ignore_eos else
                 "caps: the server refused ignore_eos, outputs may end early",
                 "token_counts": "server usage (stream_options.include_usage)",
-                "arrivals": config.arrivals, "burstiness": config.burstiness if config.arrivals == "gamma" else 1.0,
-                "latency_origin": "intended send time", "warmup_s": 0 if requests else config.warmup_s,
-                "fixed_lengths": f"{fixed['prompt_tokens']} in / {fixed['output_tokens']} out" if fixed else None},
+                "arrivals": f"trace {trace} ({trace_format}), at {speed:g}x its own timing" if trace
+                else config.arrivals,
+                "burstiness": None if trace else (config.burstiness if config.arrivals == "gamma" else 1.0),
+                "latency_origin": "intended send time", "warmup_s": warmup,
+                "fixed_lengths": f"{fixed['prompt_tokens']} in / {fixed['output_tokens']} out" if fixed else None,
+                "shared_prefixes": _prefixes(config, trace_format),
+                "server_view": view_note or f"/metrics sampled every {1:g} s (vLLM {endpoint.version} names)"},
         definitions=report.DEFINITIONS,
-        slo={"p95_e2e_ms": config.slo_p95_e2e_ms, **{f"{c.name}.p95_e2e_ms": c.slo_p95_e2e_ms for c in config.mix}},
-        mix=config.mix, mode="search" if search_mode else "check",
+        slo=config.slo, goodput_min=config.goodput_min,
+        mix=config.mix, mode="search" if search_mode else ("trace" if trace else "check"),
         trials=[report.trial_report(t) for t in trials], effective=effective,
         ceiling=None, ceiling_note="", gate=None, passed=not reasons, reasons=reasons)
     rep.ceiling, rep.ceiling_note = _ceiling(rep, gpu_profile, tensor_parallel, model_dir, model_dtype)
@@ -105,6 +130,25 @@ def run_probe(url: str, model: str, api_key: str | None, config: ProbeConfig, *,
             rep.reasons.append(f"baseline gate: {rep.gate.message}")
             rep.passed = False
     return rep
+
+
+def _view_note(endpoint: Endpoint, wanted: bool) -> str | None:
+    """Why the server's view is left out (None: it is sampled)."""
+    if not wanted:
+        return "not sampled (asked not to)"
+    if not endpoint.version:
+        return "not sampled: the server has no /version (not vLLM?), so its metric names are not known"
+    return None
+
+
+def _prefixes(config: ProbeConfig, trace_format: str | None) -> str:
+    if trace_format == "mooncake":
+        return (f"from the trace's hash ids ({traces.MOONCAKE_BLOCK_TOKENS} tokens each): shared ids, shared "
+                "prompt text")
+    shared = [f"{c.name} {c.shared_prefix_tokens}" for c in config.mix if c.shared_prefix_tokens]
+    if shared:
+        return "per class, tokens of a prompt prefix shared by the class's requests: " + ", ".join(shared)
+    return "none: every prompt differs from its first token"
 
 
 def _outcome(t: load.Trial) -> Outcome:
@@ -119,7 +163,7 @@ def _ceiling(rep: report.ProbeReport, profile, tp: int, model_dir: Path | None, 
         return None, (f"not computed: the model's config.json and weights are not readable here ({model_dir}); "
                       "pass --model-dir")
     shape = ceil.shape_of_model_dir(Path(model_dir), dtype)
-    shown = rep.trials[-1] if rep.mode == "check" else report._trial_at(rep)
+    shown = report._trial_at(rep)
     if shown is None or not shown.overall.ok:
         return None, "not computed: no successful request to compare with"
     o = shown.overall

@@ -69,7 +69,11 @@ def make_app(model: str = "standin", max_model_len: int = 4096, fault: str = "no
         await resp.write(b"data: [DONE]\n\n")
         return resp
 
+    async def health(request: web.Request):  # as vLLM's (GuideLLM checks it before a run)
+        return web.Response(status=200)
+
     app = web.Application()
+    app.router.add_get("/health", health)
     app.router.add_get("/v1/models", models)
     app.router.add_post("/v1/completions", completions)
     app.router.add_post("/tokenize", tokenize)
@@ -87,9 +91,15 @@ def main() -> None:
     ap.add_argument("--token-delay-ms", type=float, default=1.0)
     a = ap.parse_args()
     key = open(a.api_key_file).read().strip() if a.api_key_file else None
+    try:  # the fast event loop where installed (as the probe's client): the stand-in must not be the limit
+        import uvloop
+
+        loop = uvloop.new_event_loop()
+    except ImportError:
+        loop = None
     web.run_app(make_app(a.model, a.max_model_len, a.fault, key, a.token_delay_ms / 1000), host=a.host, port=a.port,
                 print=lambda *_: print(f"standin listening on {a.host}:{a.port} (fault: {a.fault})", flush=True),
-                access_log=None)
+                access_log=None, loop=loop)
 
 
 if __name__ == "__main__":

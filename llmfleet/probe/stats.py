@@ -10,9 +10,19 @@
   than any latency (reported as null in JSON, "failed" on the terminal), so failures can never make
   the percentiles look better. Means are over successful requests.
 - Output / total tokens per second: server-counted output (and prompt + output) tokens of
-  successful measured requests, divided by the measured window (first intended send -> last end).
-- Offered rate: the rate asked; scheduled rate: what the drawn schedule holds; sent rate: requests
-  actually sent per second; completed rate: successful requests per second of the window.
+  successful measured requests, divided by the throughput window (the start of the measured
+  schedule, as for the request rates -> the last end of a measured request), as vLLM's benchmark
+  divides by its run's duration (its start, one gap before its first request, -> its last end).
+- Request rates, all over one window, the schedule's span of the measured requests (from the
+  intended send of the request before the first measured one, or the trial's start, to the last
+  measured intended send): scheduled = measured requests / span (the offered rate, exactly, for a
+  drawn schedule); sent = requests sent / (span stretched to the last actual send); completed =
+  successful requests / span; goodput = good requests / span. A client and server that keep up
+  read offered = scheduled = sent = completed. request_throughput_rps = successful requests /
+  throughput window, as vLLM's "request throughput" (lower by the last request's latency).
+- Goodput: a measured request is good if it succeeded and met every SLO of its class and the
+  overall ones, each SLO's limit taken as a per-request threshold (vLLM's --goodput definition);
+  goodput share = good / measured requests.
 - Scheduling lag: actual send minus intended send (the client's own delay).
 """
 
@@ -50,23 +60,25 @@ def dist(values: list[float], scale: float = 1000.0) -> dict:
     return out
 
 
-def summarize(results: list[Result], offered_rps: float, scheduled_rps: float | None = None,
+def summarize(results: list[Result], offered_rps: float, span: tuple[float, float],
               window_s: float | None = None) -> dict:
-    """Metrics of the measured requests (warm-up excluded); see the module docstring. ``window_s``:
-    the trial's window, for a class's share of the throughput (else the requests' own window)."""
+    """Metrics of the measured requests (warm-up excluded); see the module docstring. ``span``: the
+    schedule's (start, end) of the measured requests, the window of every request rate; ``window_s``:
+    the trial's throughput window, for a class's share of the throughput (else the requests' own)."""
     m = [r for r in results if r.measured]
     ok = [r for r in m if r.ok]
-    if m:
-        start = min(r.intended_s for r in m)
-        end = max((r.done_s for r in m if r.done_s is not None), default=start)
-        window = max(end - start, 1e-9)
-        sent = [r for r in m if r.error_kind != "not_sent"]
-        sent_span = max(r.intended_s + r.lag_s for r in sent) - min(r.intended_s + r.lag_s for r in sent) \
-            if len(sent) > 1 else 0.0
+    sent = [r for r in m if r.error_kind != "not_sent"]
+    start, end = span
+    span_s = max(end - start, 1e-9)
+    sent_span_s = max(max((r.intended_s + r.lag_s for r in sent), default=end), end) - start
+    if m:  # from where the measured schedule starts (as vLLM's benchmark counts from its start) to the last end
+        last = max((r.done_s for r in m if r.done_s is not None), default=end)
+        window = max(last - start, 1e-9)
     else:
-        window, sent, sent_span = 1e-9, [], 0.0
+        window = 1e-9
     if window_s:
         window = window_s
+    good = sum(r.good for r in m)
     out_tok = sum(r.completion_tokens or 0 for r in ok)
     prompt_tok = sum(r.prompt_tokens or 0 for r in ok)
     lags = [r.lag_s for r in sent]
@@ -89,9 +101,14 @@ def summarize(results: list[Result], offered_rps: float, scheduled_rps: float | 
         "output_tokens_per_s": round(out_tok / window, 3),
         "total_tokens_per_s": round((out_tok + prompt_tok) / window, 3),
         "offered_rps": offered_rps,
-        "scheduled_rps": scheduled_rps,
-        "sent_rps": round((len(sent) - 1) / sent_span, 3) if sent_span > 0 else None,
-        "completed_rps": round(len(ok) / window, 3),
+        "scheduled_rps": round(len(m) / span_s, 3),
+        "sent_rps": round(len(sent) / max(sent_span_s, 1e-9), 3),
+        "completed_rps": round(len(ok) / span_s, 3),
+        "goodput_rps": round(good / span_s, 3),
+        "good": good,
+        "goodput_share": round(good / len(m), 4) if m else None,
+        "request_throughput_rps": round(len(ok) / window, 3),
+        "span_s": round(span_s, 3),
         "window_s": round(window, 3),
         "lag_ms": {"p50": _ms(pct(lags, 50)), "p99": _ms(pct(lags, 99)), "max": _ms(max(lags, default=math.nan))},
         "prompt_tokens": {"asked_mean": _mean([r.prompt_tokens_asked for r in ok]),
@@ -110,6 +127,33 @@ def _mean(xs: list[float]) -> float | None:
     return round(sum(xs) / len(xs), 2) if xs else None
 
 
-def p95_e2e_s(results: list[Result], cls: str | None = None) -> float:
-    """P95 end-to-end latency (s) of the measured requests (failures as inf)."""
-    return pct([r.latency_or_inf("e2e_s") for r in results if r.measured and (cls is None or r.cls == cls)], 95)
+def values_s(results: list[Result], metric: str) -> list[float]:
+    """A metric (s) of every measured request that has one: failures as inf (a one-token answer has no TPOT)."""
+    out = []
+    for r in results:
+        if r.measured:
+            v = r.metric_s(metric)
+            if v is not None:
+                out.append(v)
+    return out
+
+
+def meets(r: Result, slos) -> bool:
+    """Succeeded, and within every SLO's limit (llmfleet.probe.config.Slo), as one request."""
+    if not r.ok:
+        return False
+    for s in slos:
+        v = r.metric_s(s.metric)
+        if v is not None and v * 1000 > s.limit_ms:
+            return False
+    return True
+
+
+def verdict(results: list[Result], slo, group: str) -> dict:
+    """One SLO of one group (the mix, or a class) on the measured requests: the percentile, and whether
+    it holds. A percentile that falls on a failure is null and fails."""
+    vs = values_s(results, slo.metric)
+    v = pct(vs, slo.q) if vs else math.nan
+    value = None if (v == INF or math.isnan(v)) else round(v * 1000, 3)
+    return {"group": group, "slo": slo.key, "metric": slo.metric, "percentile": slo.q, "limit_ms": slo.limit_ms,
+            "value_ms": value, "requests": len(vs), "met": value is not None and value <= slo.limit_ms}

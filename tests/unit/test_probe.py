@@ -21,11 +21,11 @@ from llmfleet.settings import SettingsError, validate
 
 ROOT = Path(__file__).resolve().parents[2]
 MIX = [{"name": "a", "share": 0.7, "prompt_tokens": [8, 16], "output_tokens": [4, 8]},
-       {"name": "b", "share": 0.3, "prompt_tokens": [32, 64], "output_tokens": [16, 32], "slo_p95_e2e_ms": 500}]
+       {"name": "b", "share": 0.3, "prompt_tokens": [32, 64], "output_tokens": [16, 32], "slo": {"e2e_p95_ms": 500}}]
 
 
 def cfg(**kw) -> ProbeConfig:
-    return ProbeConfig(**{"mix": MIX, "slo_p95_e2e_ms": 1000, "check_rps": 2, **kw})
+    return ProbeConfig(**{"mix": MIX, "slo": {"e2e_p95_ms": 1000}, "check_rps": 2, **kw})
 
 
 def result(i, e2e=0.5, ok=True, ttft=0.1, out=11, cls="a", measured=True, kind=None) -> Result:
@@ -48,8 +48,8 @@ def test_percentiles_interpolate_like_numpy_and_failures_are_worst():
 
 def test_a_failure_never_makes_a_percentile_better():
     ok = [result(i, e2e=0.1 * (i + 1)) for i in range(19)]
-    before = stats.summarize(ok, 1.0)
-    after = stats.summarize(ok + [result(19, ok=False, e2e=0.01)], 1.0)  # fast failure
+    before = stats.summarize(ok, 1.0, (0, 2))
+    after = stats.summarize(ok + [result(19, ok=False, e2e=0.01)], 1.0, (0, 2))  # fast failure
     for q in ("p50", "p90"):
         assert after["e2e_ms"][q] >= before["e2e_ms"][q]
     assert after["e2e_ms"]["p95"] is None and after["failed"] == 1 and after["errors"] == {"timeout": 1}
@@ -59,7 +59,7 @@ def test_tpot_is_vllm_bench_definition_and_throughput_uses_server_counts():
     r = result(0, e2e=1.1, ttft=0.1, out=11)
     assert r.tpot_s == pytest.approx((1.1 - 0.1) / (11 - 1))
     assert result(1, out=1).tpot_s is None  # one token: no time per output token
-    s = stats.summarize([result(0, e2e=1.0, out=10), result(10, e2e=1.0, out=30)], 1.0)
+    s = stats.summarize([result(0, e2e=1.0, out=10), result(10, e2e=1.0, out=30)], 1.0, (0, 1))
     # window: first intended send (0.0) -> last end (1.0 + 1.0)
     assert s["window_s"] == pytest.approx(2.0)
     assert s["output_tokens_per_s"] == pytest.approx(40 / 2.0)
@@ -68,7 +68,7 @@ def test_tpot_is_vllm_bench_definition_and_throughput_uses_server_counts():
 
 def test_warm_up_requests_are_not_measured():
     rs = [result(0, e2e=9.0, measured=False)] + [result(i, e2e=0.2) for i in range(1, 21)]
-    s = stats.summarize(rs, 1.0)
+    s = stats.summarize(rs, 1.0, (0, 2))
     assert s["requests"] == 20 and s["e2e_ms"]["p99"] == pytest.approx(200.0)
 
 
@@ -169,16 +169,17 @@ def test_the_sla_is_judged_overall_and_per_class():
     c = cfg()
     rs = [result(i, e2e=0.3) for i in range(40)] + [result(40 + i, e2e=0.9, cls="b") for i in range(10)]
     t = load.judge(c, rs, 2.0, [], False, [])
-    assert not t.passed and t.reasons == ["class b: P95 end-to-end 900 ms > its SLO 500 ms"]
+    assert not t.passed and t.reasons[0] == "class b: P95 E2E 900 ms > SLO 500 ms"
 
 
 def test_the_sla_is_lost_for_sure_once_too_many_requests_are_late():
-    c = cfg(min_requests=20, duration_s=1, warmup_s=0)
+    c = cfg(min_requests=20, duration_s=1, warmup_s=0, goodput_min=None)
     planned = load.plan(c, 20.0, PromptMaker(seed=0), seed=0)
-    started = {p.index: p.intended_s for p in planned}
-    assert load._ages_break_sla(c, planned, {}, started, 0.5) is None
-    reason = load._ages_break_sla(c, planned, {}, started, 5.0)
-    assert "so P95 cannot hold" in reason
+    live = [Result(p.index, p.cls, p.intended_s, True, 1, 1) for p in planned]
+    watch = load.SlaWatch(c, planned)
+    assert watch.lost(live, 0.5) is None
+    reason = watch.lost(live, 5.0)
+    assert "more than the 0 P95 E2E allows, so it cannot hold" in reason or "so it cannot hold" in reason
 
 
 # ---- ceiling (../shared/facts/benchmarking.md) ----------------------------------------------------
@@ -252,7 +253,8 @@ def _report(mode="check", p95_ms=400.0, effective=None) -> report.ProbeReport:
     eff = report.Effective(rps=effective, lowest_failing_rps=None, relative_uncertainty=None,
                            p95_ms_at_effective=[], note="") if mode == "search" else None
     return report.ProbeReport(created="x", target={"model": "m", "url": "u", "host": "h"}, method={},
-                              definitions=report.DEFINITIONS, slo={"p95_e2e_ms": 1000}, mix=cfg().mix, mode=mode,
+                              definitions=report.DEFINITIONS, slo={"e2e_p95_ms": 1000}, goodput_min=0.9,
+                              mix=cfg().mix, mode=mode,
                               trials=[report.trial_report(t)], effective=eff, ceiling=None, ceiling_note="",
                               gate=None, passed=True, reasons=[])
 

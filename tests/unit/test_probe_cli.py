@@ -19,7 +19,7 @@ from llmfleet.probe.config import ProbeConfig, RequestClass
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULTS = runpy.run_path(str(ROOT / "group_data" / "all.py"))
 MIX = [{"name": "a", "share": 0.5, "prompt_tokens": [4, 8], "output_tokens": [6, 8]},
-       {"name": "b", "share": 0.5, "prompt_tokens": 16, "output_tokens": 4, "slo_p95_e2e_ms": 700}]
+       {"name": "b", "share": 0.5, "prompt_tokens": 16, "output_tokens": 4, "slo": {"e2e_p95_ms": 700}}]
 
 
 def group_data_config(**changed) -> ProbeConfig:
@@ -76,7 +76,8 @@ def test_url_mode_with_every_option_maps_each_onto_the_config_and_the_run(runs, 
     out = files / "out"
     result = probe("http://gpu-1:8000/", "--model", "m1", "--api-key-file", str(files / "key"),
                    "--search", "--rate", "3.5", "--duration", "7", "--warmup", "1.5", "--repeats", "3",
-                   "--fixed-lengths", "128,64", "--mix", str(files / "mix.json"), "--slo-p95-ms", "900",
+                   "--fixed-lengths", "128,64", "--mix", str(files / "mix.json"),
+                   "--slo", "e2e_p95_ms=900", "--slo", "ttft_p99_ms=300", "--goodput-min", "0.8",
                    "--arrivals", "gamma", "--burstiness", "2.5", "--tokenizer", str(files / "tokenizer.json"),
                    "--gpu-profile", "h200_141gb_x1", "--tensor-parallel", "1", "--model-dir", str(files / "model"),
                    "--baseline", str(files / "baseline.json"), "--save-baseline", str(files / "new.json"),
@@ -86,7 +87,8 @@ def test_url_mode_with_every_option_maps_each_onto_the_config_and_the_run(runs, 
     profile = call["gpu_profile"]  # group data's profile of that name, as a GpuProfile
     assert profile == type(profile)(**DEFAULTS["gpu_profiles"]["h200_141gb_x1"])
     mix = [RequestClass.model_validate(c) for c in MIX]
-    assert call.pop("config") == group_data_config(mix=mix, slo_p95_e2e_ms=900.0, arrivals="gamma", burstiness=2.5,
+    assert call.pop("config") == group_data_config(mix=mix, slo={"e2e_p95_ms": 900.0, "ttft_p99_ms": 300.0},
+                                                   goodput_min=0.8, arrivals="gamma", burstiness=2.5,
                                                    duration_s=7.0, warmup_s=1.5, repeats=3)
     assert call == {
         "url": "http://gpu-1:8000", "model": "m1", "api_key": "secret-1", "search_mode": True, "rate": 3.5,
@@ -94,7 +96,8 @@ def test_url_mode_with_every_option_maps_each_onto_the_config_and_the_run(runs, 
         "tokenizer": files / "tokenizer.json", "host": None,
         "gpu_profile": profile, "tensor_parallel": 1,
         "model_dir": files / "model", "model_dtype": None, "baseline_file": files / "baseline.json",
-        "show_progress": False, "stop_early": False}
+        "show_progress": False, "stop_early": False, "trace": None, "speed": 1.0, "trace_warmup_s": 1.5,
+        "server_view": True}
     assert json.loads((out / "gpu-1_8000.json").read_text()) == {"passed": True}
     assert (out / "gpu-1_8000.png").read_bytes() == b"png"
     assert saved == [files / "new.json"]
@@ -111,7 +114,8 @@ def test_url_mode_with_no_options_runs_one_check_with_group_datas_settings(runs,
         "url": "http://gpu-1:8000", "model": "m1", "api_key": "secret-2", "search_mode": False, "rate": None,
         "requests": None, "fixed": None, "tokenizer": None, "host": None, "gpu_profile": None,
         "tensor_parallel": 1, "model_dir": None, "model_dtype": None, "baseline_file": None,
-        "show_progress": False, "stop_early": True}
+        "show_progress": False, "stop_early": True, "trace": None, "speed": 1.0, "trace_warmup_s": 0.0,
+        "server_view": True}
     assert (tmp_path / "reports" / "probe" / "gpu-1_8000.json").is_file() and saved == []
 
 
@@ -135,7 +139,7 @@ def inventory_target(host: str, **changed) -> fleet.Target:
 def test_inventory_mode_probes_every_target_with_the_options_over_its_own_settings(runs, monkeypatch, tmp_path):
     calls, _ = runs
     asked = []
-    own = group_data_config(slo_p95_e2e_ms=5000.0, repeats=1)
+    own = group_data_config(slo={"e2e_p95_ms": 5000.0}, repeats=1)
 
     def targets(inventory, limit=None, instances=False, data=None):
         asked.append((inventory, limit, instances, data))
@@ -149,7 +153,7 @@ def test_inventory_mode_probes_every_target_with_the_options_over_its_own_settin
     assert result.exit_code == 1, result.output  # one target's SLA did not hold
     assert asked == [("inventories/prod.py", ["gpu-1", "gpus"], False, None)]
     assert [c["host"] for c in calls] == ["gpu-1", "gpu-2-fail"]
-    assert calls[0]["config"] == group_data_config(slo_p95_e2e_ms=5000.0, repeats=1, warmup_s=0.0)
+    assert calls[0]["config"] == group_data_config(slo={"e2e_p95_ms": 5000.0}, repeats=1, warmup_s=0.0)
     assert calls[1]["config"] == group_data_config(warmup_s=0.0)
     for c in calls:
         host = c["host"]
@@ -218,7 +222,10 @@ URL = ("http://gpu-1:8000", "--model", "m1")
     ((*URL, "--fixed-lengths", "0,64"), "--fixed-lengths", "'0,64'"),
     ((*URL, "--fixed-lengths", "a,b"), "--fixed-lengths", "'a,b'"),
     ((*URL, "--fixed-lengths", "1,2,3"), "--fixed-lengths", "'1,2,3'"),
-    ((*URL, "--slo-p95-ms", "0"), "--slo-p95-ms", "0"),
+    ((*URL, "--slo", "e2e_p95_ms=0"), "--slo", "'e2e_p95_ms=0'"),
+    ((*URL, "--slo", "latency_p95_ms=10"), "--slo", "'latency_p95_ms=10'"),
+    ((*URL, "--slo", "ttft_p95=10"), "--slo", "'ttft_p95=10'"),
+    ((*URL, "--goodput-min", "1.5"), "--goodput-min", "1.5"),
     ((*URL, "--arrivals", "uniform"), "--arrivals", "'uniform'"),
     ((*URL, "--burstiness", "0"), "--burstiness", "0"),
     ((*URL, "--tensor-parallel", "0"), "--tensor-parallel", "0"),
@@ -268,6 +275,9 @@ def test_a_file_option_given_a_folder_or_a_folder_option_given_a_file_is_a_usage
     (("--inventory", "inventories/lab.py", "--model", "m1"), "--model with --inventory"),
     ((*URL, "--data", "probe_check_rps=3"), "--data probe_check_rps=3 with a URL: --data sets inventory hosts'"),
     ((*URL, "--instances"), "--instances with a URL: a host's instances come from its vllm_layout in an inventory"),
+    ((*URL, "--trace", "pyproject.toml", "--search", "--rate", "3"), "--trace with --search, --rate: a trace brings "
+     "its own timing and lengths (fix: --speed to replay it faster or slower"),
+    ((*URL, "--speed", "2"), "--speed 2 without --trace: it scales a trace's timing"),
 ])
 def test_options_that_cannot_go_together_are_a_usage_error(runs, args, message):
     calls, _ = runs
@@ -275,3 +285,49 @@ def test_options_that_cannot_go_together_are_a_usage_error(runs, args, message):
     text = " ".join(result.output.split())
     assert result.exit_code == 2 and f"Error: {message}" in text, text
     assert calls == []
+
+
+def test_fixed_lengths_without_a_mix_are_one_greedy_class_as_vllm_bench(runs, tmp_path):
+    """Not the fleet's five classes made identical (temperature 0.7, their SLOs): one class, greedy, the
+    overall SLOs only."""
+    calls, _ = runs
+    result = probe(*URL, "--fixed-lengths", "128,64", "--out-dir", str(tmp_path))
+    assert result.exit_code == 0, result.output
+    [call] = calls
+    fixed = RequestClass(name="fixed", share=1.0, prompt_tokens=128, output_tokens=64, temperature=0.0)
+    assert call["config"].mix == [fixed] and call["config"].slo == DEFAULTS["probe_slo"]
+    assert call["fixed"] == {"prompt_tokens": 128, "output_tokens": 64}
+
+
+def test_a_trace_replay_passes_the_file_speed_and_warm_up(runs, tmp_path):
+    calls, _ = runs
+    trace = tmp_path / "t.jsonl"
+    trace.write_text('{"arrival_s": 0, "prompt_tokens": 5, "output_tokens": 3}\n')
+    result = probe(*URL, "--trace", str(trace), "--speed", "2.5", "--warmup", "1", "--out-dir", str(tmp_path))
+    assert result.exit_code == 0, result.output
+    [call] = calls
+    assert (call["trace"], call["speed"], call["trace_warmup_s"]) == (trace, 2.5, 1.0)
+
+
+def test_probe_help_is_the_measuring_commands_and_usage_reads_as_typed(runs):
+    result = probe("--help")
+    assert result.exit_code == 0 and "--trace" in result.output and "Usage: main probe [OPTIONS] [URL]" in result.output
+    assert "llmfleet probe mix LOG" in " ".join(result.output.split())
+
+
+def test_probe_mix_prints_group_data_and_writes_a_mix_file(tmp_path):
+    log = tmp_path / "log.csv"
+    rows = ["arrival_s,prompt_tokens,output_tokens,temperature"]
+    rows += [f"{i},{20 + i % 5},{10 + i % 3},0.7" for i in range(30)]
+    rows += [f"{30 + i},{900 + 10 * (i % 7)},{300 + i % 11},0" for i in range(10)]
+    log.write_text("\n".join(rows) + "\n")
+    out = tmp_path / "mix.yaml"
+    result = CliRunner().invoke(main, ["probe", "mix", str(log), "--classes", "2", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "probe_mix = [" in result.output and "'name': 'short', 'share': 0.75" in result.output
+    from llmfleet.probe.config import load_mix
+
+    mix = load_mix(out)
+    assert [(c.name, c.share, c.temperature) for c in mix] == [("short", 0.75, 0.7), ("long", 0.25, 0.0)]
+    result = CliRunner().invoke(main, ["probe", "mix", str(log), "--classes", "99"])
+    assert result.exit_code == 2 and "--classes" in result.output

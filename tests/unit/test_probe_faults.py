@@ -21,7 +21,7 @@ from llmfleet.probe.run import run_probe
 
 BIN = Path(sys.executable).parent
 MIX = [{"name": "a", "share": 1.0, "prompt_tokens": [4, 8], "output_tokens": [6, 8]}]
-CFG = ProbeConfig(mix=MIX, slo_p95_e2e_ms=2000, check_rps=20, duration_s=1, warmup_s=0, min_requests=20,
+CFG = ProbeConfig(mix=MIX, slo={"e2e_p95_ms": 2000}, check_rps=20, duration_s=1, warmup_s=0, min_requests=20,
                   request_timeout_s=5, stall_timeout_s=0.5)
 
 
@@ -72,6 +72,9 @@ def test_a_healthy_endpoint_passes_with_exact_lengths(standin):
     assert t.output_tokens["asked_mean"] == t.output_tokens["server_mean"]
     assert rep.method["output_lengths"] == "exact (ignore_eos)"
     assert rep.method["prompt_lengths"] == "words, calibrated with the server's /tokenize"
+    # the stand-in is not vLLM: no /version, so no metric names to read its /metrics by, and the report says so
+    assert rep.method["server_view"].startswith("not sampled: the server has no /version")
+    assert rep.trials[0].server is None
 
 
 def test_unreachable_endpoint():
@@ -126,11 +129,11 @@ def test_a_server_without_usage_or_ignore_eos_is_measured_and_labelled(standin):
 
 
 def test_a_slow_server_stops_the_trial_early(standin):
-    config = ProbeConfig(**{**CFG.model_dump(), "slo_p95_e2e_ms": 50, "duration_s": 10, "min_requests": 200})
+    config = ProbeConfig(**{**CFG.model_dump(), "slo": {"e2e_p95_ms": 50}, "duration_s": 10, "min_requests": 200})
     started = time.monotonic()
     rep = probe(standin("slow"), config=config)
     assert not rep.passed and rep.trials[0].stopped_early
-    assert "so P95 cannot hold" in rep.reasons[0]
+    assert "the P95 E2E limit 50 ms" in rep.reasons[0] and "so it cannot hold" in rep.reasons[0]
     assert time.monotonic() - started < 8  # not waited out (10 s of schedule)
     assert rep.trials[0].overall.errors.get("not_sent", 0) > 0  # what was never sent counts too
 
@@ -148,7 +151,7 @@ def test_cli_end_to_end_report_and_exit_status(standin, tmp_path):
     mix = tmp_path / "mix.json"
     mix.write_text(json.dumps(MIX))
     args = [url, "--model", "standin", "--mix", str(mix), "--rate", "10", "--requests", "20", "--out-dir",
-            str(tmp_path / "out"), "--slo-p95-ms", "2000"]
+            str(tmp_path / "out"), "--slo", "e2e_p95_ms=2000"]
     p = run_cli(*args, "--api-key-file", str(keyfile))
     assert p.returncode == 2 and f"--api-key-file = '{keyfile}': readable by others (mode 644) (fix: chmod 600" \
         in p.stderr and "Traceback" not in p.stderr
@@ -158,7 +161,7 @@ def test_cli_end_to_end_report_and_exit_status(standin, tmp_path):
     assert "PASS" in p.stdout and "latencies in ms from the intended send time" in p.stdout
     name = url.split("//")[1].replace(":", "_")
     doc = json.loads((tmp_path / "out" / f"{name}.json").read_text())
-    assert doc["schema_id"] == "llmfleet-probe/1" and doc["trials"][0]["overall"]["requests"] == 20
+    assert doc["schema_id"] == "llmfleet-probe/2" and doc["trials"][0]["overall"]["requests"] == 20
     assert "k1" not in (tmp_path / "out" / f"{name}.json").read_text()  # the key is in no report
     assert (tmp_path / "out" / f"{name}.png").read_bytes()[:4] == b"\x89PNG"
     # the key from the environment works too; a mix that does not add up is refused before any request
