@@ -480,12 +480,24 @@ def probe_cmd(targets: TargetOptions, trial: TrialOptions, search: SearchOptions
     """Measure what an endpoint really carries: latency of a realistic mix at an offered rate, the
     effective throughput under the SLOs and goodput (--search), or a replayed request log (--trace).
     Exit 0: the SLA (and baseline) held; 1: it did not; 2: the probe could not run (the message says
-    why). `llmfleet probe mix LOG --classes 5` proposes a probe_mix learnt from a request log."""
+    why). SIGTERM or a first Ctrl-C ends it early: no request is sent after it, those in flight finish,
+    the trial is judged and reported on what it sent, and targets not reached yet are not probed (exit
+    1). `llmfleet probe mix LOG --classes 5` proposes a probe_mix learnt from a request log."""
+    from llmfleet.probe import load
+
     _check_combinations(targets, trial, search, ceiling)
     overrides = _config_overrides(trial, search, workload)
     hosts = _probe_targets(targets, workload, ceiling, output, overrides)
-    reports = [_report(t, _run(t, trial, search), output) for t in hosts]
-    sys.exit(0 if all(rep.passed for rep in reports) else 1)
+    load.stop_on_signals()
+    reports, skipped = [], []
+    for t in hosts:
+        if load.STOP.is_set():
+            skipped.append(t.host or t.url)
+            continue
+        reports.append(_report(t, _run(t, trial, search), output))
+    if skipped:
+        console.print(f"not probed (stopped by a signal): {', '.join(skipped)}")
+    sys.exit(0 if all(rep.passed for rep in reports) and not skipped else 1)
 
 
 def _check_combinations(targets: TargetOptions, trial: TrialOptions, search: SearchOptions,

@@ -21,6 +21,7 @@ import asyncio
 import gc
 import math
 import random
+import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -35,6 +36,12 @@ from llmfleet.probe.prompts import PromptMaker
 from llmfleet.probe.server import ServerView
 
 SPIN_S = 0.0015  # the last stretch before a send is spent yielding to the loop, not sleeping
+
+
+# Set by `llmfleet probe` on SIGTERM or a first Ctrl-C (stop_on_signals): no new request is sent,
+# those in flight end as they would, and the trial is judged on the requests it sent; the report says
+# so (run.run_probe). A search stops after the trial that was running.
+STOP = threading.Event()
 
 
 def run_loop(coro):
@@ -249,8 +256,11 @@ async def _run(endpoint: Endpoint, api_key: str | None, config: ProbeConfig, pla
             for p in planned:
                 target = t0 + p.intended_s
                 delay = target - time.perf_counter()
-                if delay > SPIN_S:
-                    await asyncio.sleep(delay - SPIN_S)
+                while delay > SPIN_S and not STOP.is_set():  # a stop is seen within 0.25 s of a long gap
+                    await asyncio.sleep(min(delay - SPIN_S, 0.25))
+                    delay = target - time.perf_counter()
+                if STOP.is_set():
+                    return
                 while time.perf_counter() < target:
                     await asyncio.sleep(0)
                 tasks[p.index] = asyncio.create_task(one(p))
@@ -289,6 +299,8 @@ async def _run(endpoint: Endpoint, api_key: str | None, config: ProbeConfig, pla
         if progress:
             progress(len(live) + len(results), len(results), len(planned))
     t_end = time.perf_counter() - t0
+    if STOP.is_set() and not stop_reason:  # stopped by a signal: judged on what it sent
+        planned = [p for p in planned if p.index in tasks]
     for p in planned:  # what the trial never finished counts against the SLA
         if p.index not in results:
             r = live.get(p.index) or Result(p.index, p.cls, p.intended_s, p.measured, p.prompt_tokens,
@@ -302,7 +314,8 @@ async def _run(endpoint: Endpoint, api_key: str | None, config: ProbeConfig, pla
             results[p.index] = r
     ordered = [results[p.index] for p in planned]
     server = server_view.summary() if server_view else None
-    return judge(config, ordered, offered_rps, samples, bool(stop_reason), stop_reason, span(planned), server)
+    return judge(config, ordered, offered_rps, samples, bool(stop_reason), stop_reason,
+                 span(planned) if planned else None, server)
 
 
 def judge(config: ProbeConfig, results: list[Result], offered_rps: float, samples: list[tuple[float, int]],
@@ -349,3 +362,16 @@ def judge(config: ProbeConfig, results: list[Result], offered_rps: float, sample
         reasons.append("server: " + "; ".join(server["causes"]))
     return Trial(offered_rps, results, overall, per_class, not reasons, reasons, stopped_early, saturated,
                  round(g, 2), samples[::max(1, len(samples) // 200)], verdicts, config.goodput_min, server)
+
+
+def stop_on_signals() -> None:
+    """SIGTERM, or a first Ctrl-C, ends the probe early with a report (STOP); a second Ctrl-C
+    interrupts it at once, as Python's default does."""
+    import signal
+
+    def stop(signum, frame):
+        STOP.set()
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)

@@ -88,8 +88,14 @@ def run_probe(url: str, model: str, api_key: str | None, config: ProbeConfig, *,
 
     effective: report.Effective | None = None
     if search_mode:
-        res = search(lambda r: _outcome(trial(r)), rate or config.search_start_rps, config.search_max_rps,
-                     config.search_precision, config.repeats)
+        def searched(r: float) -> Outcome:
+            if load.STOP.is_set():
+                raise ProbeError(f"{where}: the search was stopped by a signal after {len(trials)} trial(s): no "
+                                 "effective rate (fix: let it end, or probe one rate without --search)")
+            return _outcome(trial(r))
+
+        res = search(searched, rate or config.search_start_rps, config.search_max_rps, config.search_precision,
+                     config.repeats)
         effective = report.Effective(rps=res.effective_rps, lowest_failing_rps=res.lowest_failing_rps,
                                      relative_uncertainty=res.relative_uncertainty,
                                      p95_ms_at_effective=res.p95_ms_at_effective, note=res.note)
@@ -103,6 +109,11 @@ def run_probe(url: str, model: str, api_key: str | None, config: ProbeConfig, *,
     elif not trials[-1].passed:
         reasons.extend(trials[-1].reasons)
     warmup = trace_warmup_s if trace else (0 if requests else config.warmup_s)
+    stopped = None
+    if load.STOP.is_set() and not search_mode:
+        sent = sum(1 for r in trials[-1].results if r.measured)
+        stopped = (f"by a signal (SIGTERM or Ctrl-C): no request sent after it, {sent} measured request(s) sent "
+                   "and judged, those in flight finished")
     rep = report.ProbeReport(
         created=report.now_iso(),
         target={"url": url, "model": model, "host": host, "server": endpoint.server,
@@ -117,7 +128,8 @@ def run_probe(url: str, model: str, api_key: str | None, config: ProbeConfig, *,
                 "latency_origin": "intended send time", "warmup_s": warmup,
                 "fixed_lengths": f"{fixed['prompt_tokens']} in / {fixed['output_tokens']} out" if fixed else None,
                 "shared_prefixes": _prefixes(config, trace_format),
-                "server_view": view_note or f"/metrics sampled every {1:g} s (vLLM {endpoint.version} names)"},
+                "server_view": view_note or f"/metrics sampled every {1:g} s (vLLM {endpoint.version} names)",
+                **({"stopped": stopped} if stopped else {})},
         definitions=report.DEFINITIONS,
         slo=config.slo, goodput_min=config.goodput_min,
         mix=config.mix, mode="search" if search_mode else ("trace" if trace else "check"),

@@ -117,8 +117,10 @@ def test_a_flag_change_rolls_one_instance_at_a_time_while_the_probe_sees_no_fail
     before = pids()
     sampler = subprocess.Popen([str(BIN / "llmfleet"), "lab", "ssh", HOST, "--", SAMPLER], cwd=ROOT, env=env(),
                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    # the probe through the front door from before the roll to its end (SIGTERM: it sends no more,
+    # lets those in flight finish, and reports on what it sent)
     probe = subprocess.Popen([str(BIN / "llmfleet"), "probe", "--inventory", "inventories/lab.py", "--limit", HOST,
-                              "--duration", "180", "--warmup", "0", "--no-stop-early", "--out-dir", str(tmp_path)],
+                              "--duration", "900", "--warmup", "0", "--no-stop-early", "--out-dir", str(tmp_path)],
                              cwd=ROOT, env=env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     started = time.monotonic()
     try:
@@ -127,11 +129,11 @@ def test_a_flag_change_rolls_one_instance_at_a_time_while_the_probe_sees_no_fail
                       '"max-num-seqs": 16}')
         rolled_s = time.monotonic() - started
     finally:
-        probe_out = probe.communicate(timeout=600)[0]
+        probe.terminate()
+        probe_out = probe.communicate(timeout=300)[0]
         sampler.terminate()
         samples = sampler.communicate(timeout=60)[0]
     out = " ".join((proc.stdout + proc.stderr).split())
-    assert rolled_s < 180, f"the roll ({rolled_s:.0f} s) outlasted the probe's 180 s: lengthen --duration"
     after = pids()
     assert all(after[u] != before[u] for u in UNITS), (before, after)  # each instance restarted
     for unit in UNITS:
@@ -149,11 +151,13 @@ def test_a_flag_change_rolls_one_instance_at_a_time_while_the_probe_sees_no_fail
     slow = sum(1 for r in rows for v in r[1:] if v == "slow")
     assert not both_down and all(each_down.values()), (both_down, each_down, slow)
     doc = json.loads((tmp_path / f"{HOST}.json").read_text())
+    assert doc["method"]["stopped"].startswith("by a signal"), probe_out[-3000:]
     overall = doc["trials"][0]["overall"]
     print(json.dumps({"roll_s": round(rolled_s, 1), "roll_probe_requests": overall["requests"],
                       "failed": overall["failed"], "samples_each_instance_down": each_down,
                       "samples_slow": slow}))
-    assert overall["requests"] > 100 and overall["failed"] == 0, probe_out[-3000:]
+    # sent throughout the roll (probe_check_rps 2 in the lab) and none failed
+    assert overall["requests"] >= 1.5 * rolled_s and overall["failed"] == 0, probe_out[-3000:]
 
 
 def test_a_killed_instance_leaves_the_rotation_and_comes_back(lab, laid_out):

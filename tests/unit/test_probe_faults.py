@@ -172,3 +172,26 @@ def test_cli_end_to_end_report_and_exit_status(standin, tmp_path):
     assert p.returncode == 2 and "mix: shares sum to 0.8, not 1 (a 0.8) (fix: make the shares add up to 1)" in p.stderr
     p = run_cli(url, "--model", "standin", "--search", "--requests", "5")
     assert p.returncode == 2 and "--requests 5 with --search" in p.stderr
+
+
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGINT"])
+def test_a_signal_ends_the_probe_early_with_a_report_of_what_it_sent(standin, tmp_path, sig):
+    """A roll watched by the probe ends when the roll does (tests/integration/test_layout.py), and an
+    operator's Ctrl-C keeps what was measured: no request after the signal, those in flight finish,
+    the report says so and judges what was sent."""
+    import signal
+
+    url = standin()
+    mix = tmp_path / "mix.json"
+    mix.write_text(json.dumps(MIX))
+    proc = subprocess.Popen([str(BIN / "llmfleet"), "probe", url, "--model", "standin", "--mix", str(mix), "--rate",
+                             "10", "--duration", "600", "--warmup", "0", "--out-dir", str(tmp_path / "out"), "--slo",
+                             "e2e_p95_ms=2000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(4)  # the preflight, then about 2 s of the trial
+    proc.send_signal(getattr(signal, sig))
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err[-2000:]
+    doc = json.loads((tmp_path / "out" / f"{url.split('//')[1].replace(':', '_')}.json").read_text())
+    overall = doc["trials"][0]["overall"]
+    assert 5 <= overall["requests"] < 100 and overall["failed"] == 0, overall  # not the 6000 planned
+    assert doc["method"]["stopped"].startswith("by a signal") and doc["passed"], doc["method"]
