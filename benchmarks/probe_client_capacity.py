@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import statistics
 import subprocess
 import sys
@@ -26,6 +25,8 @@ import tempfile
 import time
 import urllib.request
 from pathlib import Path
+
+from groups import run_group  # benchmarks/groups.py (this folder is on sys.path)
 
 from llmfleet.probe import load
 from llmfleet.probe.client import Endpoint
@@ -64,21 +65,6 @@ def guidellm_trial(guidellm: str, tokenizer: str, port: int, rate: float, durati
     return {"sent": round((len(starts) - 1) / (starts[-1] - starts[0]), 1), "completed": None,
             "errors": len(b["requests"]["errored"]), "p50": round(pct(lags, 50) * 1000, 3),
             "p99": round(pct(lags, 99) * 1000, 3), "max": round(max(lags) * 1000, 3), "e2e p50": None}
-
-
-def run_group(args: list[str], cwd: str, timeout: float) -> subprocess.CompletedProcess:
-    """Run a command in a process group of its own and end the whole group whatever happens (GuideLLM's
-    worker processes outlive a parent that is stopped alone)."""
-    proc = subprocess.Popen(args, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    finally:
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
-    return subprocess.CompletedProcess(args, proc.returncode, out, err)
 
 
 def main() -> None:

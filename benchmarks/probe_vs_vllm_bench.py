@@ -27,13 +27,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import statistics
 import subprocess
 import sys
 import tempfile
 import urllib.request
 from pathlib import Path
+
+from groups import run_group  # benchmarks/groups.py (this folder is on sys.path)
 
 from llmfleet.probe import server as server_view
 from llmfleet.probe import stats
@@ -142,21 +143,6 @@ def probe(a, key: str | None, seed: int, slo: dict) -> dict:
             "completed": o.ok, "lag p50 ms": o.lag_ms["p50"], "good": o.good,
             "trial server E2E ms": server.e2e_latency_mean_ms, "trial server TTFT ms": server.ttft_mean_ms,
             "trial server HTTP ms": server.http_duration_mean_ms, "trial server requests": server.e2e_latency_requests}
-
-
-def run_group(args: list[str], cwd: str, timeout: float) -> subprocess.CompletedProcess:
-    """Run a command in a process group of its own and end the whole group whatever happens (GuideLLM's
-    worker processes outlive a parent that is stopped alone)."""
-    proc = subprocess.Popen(args, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    finally:
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
-    return subprocess.CompletedProcess(args, proc.returncode, out, err)
 
 
 def main() -> None:

@@ -584,14 +584,7 @@ def serve(settings: Settings, gpu: bool):
     if "unit" in causes:
         staged_unit(name=f"vllm: unit {vllm.UNIT_PATH} missing or not the rendered one: staged for the restart",
                     unit_text=unit_text)
-    if "key" in causes and settings.vllm_api_key_file:
-        staged_key(name="vllm: API key file not vllm_api_key_file's key: staged for the restart", settings=settings)
-    if "environment" in causes:
-        staged_link(name="vllm: environment link vllm_venv not at this package set's environment: staged for the "
-                         "restart", link=settings.vllm_venv, target=vllm.env_dir(settings))
-    if "model" in causes:
-        staged_link(name="vllm: model link `current` missing or not at vllm_model's version: staged for the restart",
-                    link=vllm.model_link(settings), target=vllm.model_dir(settings))
+    _stage_shared(settings, set(causes))
     for cause in causes.values():
         host.log_styled(f"vllm: restart planned: {cause}", fg="blue", log_func=logger.info)
     can_switch_back = bool(state["unit_sha256"] and state["venv_target"] and state["model_target"])
@@ -636,15 +629,7 @@ def _serve_layout(settings: Settings, gpu: bool, state: dict, env: dict, instanc
         if "unit" in why:
             staged_unit(name="vllm: an instance's unit missing or not the rendered one: staged for its restart",
                         unit_text=texts[unit], unit=unit)
-    shared = shared_causes(settings, state, env)
-    if "key" in shared and settings.vllm_api_key_file:
-        staged_key(name="vllm: API key file not vllm_api_key_file's key: staged for the restart", settings=settings)
-    if "environment" in shared:
-        staged_link(name="vllm: environment link vllm_venv not at this package set's environment: staged for the "
-                         "restart", link=settings.vllm_venv, target=vllm.env_dir(settings))
-    if "model" in shared:
-        staged_link(name="vllm: model link `current` missing or not at vllm_model's version: staged for the restart",
-                    link=vllm.model_link(settings), target=vllm.model_dir(settings))
+    _stage_shared(settings, set(shared_causes(settings, state, env)))
     for unit, why in causes.items():
         host.log_styled(f"vllm: {unit}: restart planned: " + "; ".join(why.values()), fg="blue", log_func=logger.info)
     if single:
@@ -666,6 +651,19 @@ def _serve_layout(settings: Settings, gpu: bool, state: dict, env: dict, instanc
         instances_rolled_out(name="vllm: instances started together (nothing serves from them now)",
                              settings=settings, causes=causes, dropped=dropped, single=single,
                              can_switch_back=can_switch_back)
+
+
+def _stage_shared(settings: Settings, causes: set[str]) -> None:
+    """What every unit of the host shares, staged where it differs (its restart follows): the API
+    key, the environment link, the model link. One operation each, named after the difference."""
+    if "key" in causes and settings.vllm_api_key_file:
+        staged_key(name="vllm: API key file not vllm_api_key_file's key: staged for the restart", settings=settings)
+    if "environment" in causes:
+        staged_link(name="vllm: environment link vllm_venv not at this package set's environment: staged for the "
+                         "restart", link=settings.vllm_venv, target=vllm.env_dir(settings))
+    if "model" in causes:
+        staged_link(name="vllm: model link `current` missing or not at vllm_model's version: staged for the restart",
+                    link=vllm.model_link(settings), target=vllm.model_dir(settings))
 
 
 def layout_switch_args(settings: Settings, causes: dict[str, dict]) -> list[str]:

@@ -81,3 +81,37 @@ def api_key(key_file):
                 if line.startswith("VLLM_API_KEY="):
                     key = line.split("=", 1)[1].strip()
     return key
+
+
+def run_ranks(target, args_of, world, timeout_s, dependent):
+    """One forked process per rank, ``target(rank, *args_of(rank), queue)``, each putting (rank,
+    reply) on the queue; their replies within ``timeout_s``. Waiting ends early once a rank that has
+    not answered exited: one that failed, where the ranks wait for each other (``dependent``: an
+    all-reduce), or all of them (each GPU on its own). Processes left are killed. Returns (replies by
+    rank, exit codes by rank, seconds)."""
+    import multiprocessing as mp
+    import time
+    from queue import Empty
+
+    ctx = mp.get_context("fork")
+    queue = ctx.Queue()
+    procs = [ctx.Process(target=target, args=(r, *args_of(r), queue)) for r in range(world)]
+    started = time.monotonic()
+    for p in procs:
+        p.start()
+    replies = {}
+    while len(replies) < world and time.monotonic() - started < timeout_s:
+        try:
+            rank, reply = queue.get(timeout=1.0)
+            replies[rank] = reply
+        except Empty:
+            waiting = [p for r, p in enumerate(procs) if r not in replies]
+            if (any(p.exitcode not in (None, 0) for p in waiting) if dependent
+                    else all(p.exitcode is not None for p in waiting)):
+                break
+    for p in procs:
+        p.join(timeout=5)
+        if p.is_alive():
+            p.kill()
+            p.join(timeout=5)
+    return replies, [p.exitcode for p in procs], round(time.monotonic() - started, 1)

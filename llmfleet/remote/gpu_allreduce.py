@@ -19,12 +19,12 @@ is initialised (the parent counts GPUs through NVML), so the script runs from `p
 """
 
 import json
-import multiprocessing as mp
 import os
 import socket
 import sys
 import time
-from queue import Empty
+
+from _helpers import run_ranks  # llmfleet/remote/_helpers.py, sent along by python_script
 
 
 def _count_gpus():
@@ -117,34 +117,14 @@ def main(argv):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    ctx = mp.get_context("fork")
-    queue = ctx.Queue()
-    procs = [ctx.Process(target=_worker, args=(r, world, port, backend, sizes_mib, iters, warmup, queue))
-             for r in range(world)]
-    started = time.monotonic()
-    for p in procs:
-        p.start()
-    replies = {}
-    while len(replies) < world and time.monotonic() - started < timeout_s:
-        try:
-            rank, reply = queue.get(timeout=1.0)
-            replies[rank] = reply
-        except Empty:
-            # a process that died without a reply (killed, crashed in a library): the others wait
-            # for it in vain
-            if any(p.exitcode not in (None, 0) for r, p in enumerate(procs) if r not in replies):
-                break
-    for p in procs:
-        p.join(timeout=5)
-        if p.is_alive():
-            p.kill()
-    out["seconds"] = round(time.monotonic() - started, 1)
+    replies, exits, out["seconds"] = run_ranks(
+        _worker, lambda r: (world, port, backend, sizes_mib, iters, warmup), world, timeout_s, dependent=True)
     errors = {r: v["error"] for r, v in replies.items() if "error" in v}
     missing = [r for r in range(world) if r not in replies]
     if errors or missing:
         out["error"] = "; ".join([f"rank {r}: {e}" for r, e in sorted(errors.items())]
                                  + ([f"ranks {missing} did not finish within {timeout_s:.0f} s (exit codes "
-                                     f"{[procs[r].exitcode for r in missing]})"] if missing else []))
+                                     f"{[exits[r] for r in missing]})"] if missing else []))
         return out
     first = replies[0]
     out.update({k: v for k, v in first.items() if k != "results"})

@@ -17,11 +17,11 @@ A GPU that gives no answer within TIMEOUT_S fails as hung. Read-only: no GPU set
 """
 
 import json
-import multiprocessing as mp
 import os
 import sys
 import time
-from queue import Empty
+
+from _helpers import run_ranks  # llmfleet/remote/_helpers.py, sent along by python_script
 
 N = 512
 MEMORY_MIB = 256
@@ -103,27 +103,9 @@ def main(argv):
         return out
     out["world"] = world
     os.environ["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"  # CUDA's device i is NVML's GPU i (this process only)
-    ctx = mp.get_context("fork")
-    queue = ctx.Queue()
-    procs = [ctx.Process(target=_worker, args=(r, backend, queue)) for r in range(world)]
-    started = time.monotonic()
-    for p in procs:
-        p.start()
-    replies = {}
-    while len(replies) < world and time.monotonic() - started < timeout_s:
-        try:
-            rank, reply = queue.get(timeout=1.0)
-            replies[rank] = reply
-        except Empty:
-            if all(p.exitcode is not None for r, p in enumerate(procs) if r not in replies):
-                break
-    for p in procs:
-        p.join(timeout=2)
-        if p.is_alive():
-            p.kill()
-    out["seconds"] = round(time.monotonic() - started, 1)
+    replies, exits, out["seconds"] = run_ranks(_worker, lambda r: (backend,), world, timeout_s, dependent=False)
     out["gpus"] = [{"index": r, **replies[r]} if r in replies else
-                   {"index": r, "error": f"no answer within {timeout_s:.0f} s (exit code {procs[r].exitcode}): "
+                   {"index": r, "error": f"no answer within {timeout_s:.0f} s (exit code {exits[r]}): "
                                          "a hung GPU, or CUDA stuck starting on it"} for r in range(world)]
     return out
 

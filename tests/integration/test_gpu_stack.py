@@ -2,7 +2,6 @@
 nothing, say why on every run, and leave nothing behind. (The GPU checks themselves run on the
 lent H200: `make verify-device`; the operations' decisions are tested in tests/ops.)"""
 
-import base64
 import json
 import runpy
 
@@ -56,12 +55,10 @@ def test_the_allreduce_check_runs_its_code_path_on_a_lab_host(lab, deployed):
     """llmfleet/remote/gpu_allreduce.py on a real host with the vLLM environment's torch: the same
     fork / rendezvous / sum check / timing path as on GPUs, with gloo on the CPU (2 ranks). On
     GPUs it runs with NCCL on the lent 2 x H200 (`make verify-device`)."""
-    script = base64.b64encode((ROOT / "llmfleet" / "remote" / "gpu_allreduce.py").read_bytes()).decode()
+    from llmfleet.remote import python_script
 
-    def allreduce(*args: str) -> dict:
-        copy = "/tmp/llmfleet-allreduce.py"
-        proc = lab_ssh("lab-c1", f"echo {script} | base64 -d > {copy} && "
-                                 f"/opt/llmfleet/vllm/current/bin/python3 {copy} {' '.join(args)}; rm -f {copy}")
+    def allreduce(*args: str) -> dict:  # as verify runs it: the one runner, the vLLM environment's python
+        proc = lab_ssh("lab-c1", python_script("gpu_allreduce", *args, python="/opt/llmfleet/vllm/current/bin/python3"))
         return json.loads(proc.stdout)
 
     result = allreduce("1,4", "3", "1", "120", "gloo", "2")
