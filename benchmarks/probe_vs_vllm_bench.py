@@ -60,9 +60,12 @@ def server_means(before: dict, after: dict) -> dict:
     out = {}
     for key, purpose in (("server E2E ms", "e2e_latency"), ("server TTFT ms", "ttft"),
                          ("server HTTP ms", "http_duration")):
-        n = after[f"{purpose}_count"] - before[f"{purpose}_count"]
-        out[key] = (after[f"{purpose}_sum"] - before[f"{purpose}_sum"]) / n * 1000 if n else float("nan")
-    out["server requests"] = after["e2e_latency_count"] - before["e2e_latency_count"]
+        # a series a fresh server has not written yet (the API server's per-handler histogram appears
+        # with its first completion) counts from zero
+        n = after.get(f"{purpose}_count", 0) - before.get(f"{purpose}_count", 0)
+        total = after.get(f"{purpose}_sum", 0) - before.get(f"{purpose}_sum", 0)
+        out[key] = total / n * 1000 if n else float("nan")
+    out["server requests"] = after.get("e2e_latency_count", 0) - before.get("e2e_latency_count", 0)
     return out
 
 
