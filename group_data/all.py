@@ -32,6 +32,12 @@ apt_retries = 3
 # 0 to 10; 10 is apt's own default). 0 sends one request at a time, for a proxy that mishandles
 # pipelining. (The lab's stalled `apt-get update` was the proxy's: llmfleet/lab/services.py.)
 apt_http_pipeline_depth = 10
+# Seconds apt-get waits for the dpkg lock another apt holds before it gives up
+# (DPkg::Lock::Timeout): apt-daily's `apt-get check` (run by its timer, also right after a
+# `systemctl daemon-reload` on a host where it never ran) or unattended-upgrades. 0: fail at once,
+# as apt-get does by default (seen in the lab: a deploy's install failed with "Could not get lock
+# /var/lib/dpkg/lock-frontend. It is held by process ... (apt-get)").
+apt_lock_timeout_s = 300
 
 # ---------------------------------------------------------------------------------------------
 # base_packages: Debian/Ubuntu packages every GPU server needs.

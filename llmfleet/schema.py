@@ -322,6 +322,7 @@ class Settings(BaseModel):
     apt_http_timeout_s: PositiveInt
     apt_retries: Annotated[int, Field(ge=0, le=10, strict=True)]
     apt_http_pipeline_depth: Annotated[int, Field(ge=0, le=10, strict=True)]
+    apt_lock_timeout_s: Annotated[int, Field(ge=0, le=3600, strict=True)]
     # base_packages
     base_packages: list[PackageName]
     apt_cache_valid_s: PositiveInt

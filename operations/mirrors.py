@@ -14,7 +14,7 @@ PIP_CONF = "/etc/pip.conf"
 @deploy("mirrors: apt proxy and pip index")
 def configure(settings: Settings):
     """Point apt at `apt_proxy` (or remove the drop-in), bound apt's downloads (timeout, retries,
-    pipelining) and write pip's site-wide config."""
+    pipelining), have apt-get wait for the dpkg lock, and write pip's site-wide config."""
     if settings.apt_proxy:
         files.template(
             name="apt uses the configured proxy",
@@ -28,7 +28,7 @@ def configure(settings: Settings):
     else:
         files.file(name="no apt proxy drop-in", path=APT_PROXY_FILE, present=False)
     files.template(
-        name="apt's downloads are bounded (timeout, retries, pipelining)",
+        name="apt's downloads are bounded (timeout, retries, pipelining); it waits for the dpkg lock",
         src=template("mirrors", "apt-acquire.conf.j2"),
         dest=APT_ACQUIRE_FILE,
         mode="644",
@@ -37,6 +37,7 @@ def configure(settings: Settings):
         timeout_s=settings.apt_http_timeout_s,
         retries=settings.apt_retries,
         pipeline_depth=settings.apt_http_pipeline_depth,
+        lock_timeout_s=settings.apt_lock_timeout_s,
     )
     files.template(
         name="pip uses the configured index and wheel folders",

@@ -49,11 +49,13 @@ def _apt_options(text: str | None) -> dict[str, str]:
 
 
 def test_apt_downloads_are_bounded(host, host_name, settings):
-    """A silent connection is given up, a failed file tried again, pipelining as configured."""
+    """A silent connection is given up, a failed file tried again, pipelining as configured, and
+    apt-get waits for a dpkg lock another apt holds."""
     want = {"Acquire::http::Timeout": str(settings.apt_http_timeout_s),
             "Acquire::https::Timeout": str(settings.apt_http_timeout_s),
             "Acquire::Retries": str(settings.apt_retries),
-            "Acquire::http::Pipeline-Depth": str(settings.apt_http_pipeline_depth)}
+            "Acquire::http::Pipeline-Depth": str(settings.apt_http_pipeline_depth),
+            "DPkg::Lock::Timeout": str(settings.apt_lock_timeout_s)}
     expect(host_name, f"apt download settings in {APT_ACQUIRE_FILE}", want,
            _apt_options(read_files(host, APT_ACQUIRE_FILE)[APT_ACQUIRE_FILE]))
 

@@ -144,6 +144,23 @@ def test_wheel_mirror_serves_pip_on_hosts(lab, deployed):
     assert out.stdout.strip().endswith("1.16.0")
 
 
+def test_apt_get_waits_for_a_dpkg_lock_another_apt_holds(lab, deployed):
+    """The mirrors component's DPkg::Lock::Timeout: an install while another apt holds the lock
+    (apt-daily's `apt-get check` once failed a deploy's install here) waits for it, where
+    apt-get's own default (0) fails at once with "Could not get lock"."""
+    out = lab_ssh("lab-c2", "sudo python3 -c 'import fcntl, time\n"
+                            "f = open(\"/var/lib/dpkg/lock-frontend\", \"w\")\n"
+                            "fcntl.lockf(f, fcntl.LOCK_EX)\n"
+                            "time.sleep(5)' & sleep 1; "
+                            "sudo apt-get -q -y -o DPkg::Lock::Timeout=0 install numactl; echo \"default rc=$?\"; "
+                            "start=$(date +%s); sudo apt-get -q -y install numactl; "
+                            "echo \"deployed rc=$? waited=$(( $(date +%s) - start ))\"; wait", check=False)
+    lines = out.stdout.strip().splitlines() + out.stderr.strip().splitlines()
+    assert "default rc=100" in lines and "Could not get lock /var/lib/dpkg/lock-frontend" in out.stderr, lines
+    deployed = next(ln for ln in lines if ln.startswith("deployed rc="))
+    assert deployed.startswith("deployed rc=0 ") and int(deployed.split("waited=")[1]) >= 2, lines[-10:]
+
+
 def test_host_keys_are_checked(lab, tmp_path):
     cfg = Path(LAB_ENV["LLMFLEET_LAB_DIR"]) / "ssh"
     wrong = tmp_path / "known_hosts"

@@ -12,14 +12,15 @@ def rendered(**overrides) -> str:
     s = validate("gpu-1", all_defaults() | overrides)
     env = Environment(loader=FileSystemLoader(str(TEMPLATES / "mirrors")), undefined=StrictUndefined)
     return env.get_template("apt-acquire.conf.j2").render(timeout_s=s.apt_http_timeout_s, retries=s.apt_retries,
-                                                          pipeline_depth=s.apt_http_pipeline_depth)
+                                                          pipeline_depth=s.apt_http_pipeline_depth,
+                                                          lock_timeout_s=s.apt_lock_timeout_s)
 
 
 def test_the_drop_in_carries_the_group_data_values():
-    text = rendered(apt_http_timeout_s=45, apt_retries=5, apt_http_pipeline_depth=2)
+    text = rendered(apt_http_timeout_s=45, apt_retries=5, apt_http_pipeline_depth=2, apt_lock_timeout_s=90)
     lines = [ln for ln in text.splitlines() if not ln.startswith("//")]
     assert lines == ['Acquire::http::Timeout "45";', 'Acquire::https::Timeout "45";', 'Acquire::Retries "5";',
-                      'Acquire::http::Pipeline-Depth "2";']
+                      'Acquire::http::Pipeline-Depth "2";', 'DPkg::Lock::Timeout "90";']
 
 
 def test_the_defaults_keep_apts_pipelining_and_bound_a_silent_connection():
@@ -34,6 +35,8 @@ def test_the_defaults_keep_apts_pipelining_and_bound_a_silent_connection():
     ("apt_retries", 11, "less than or equal to 10"),
     ("apt_http_pipeline_depth", 11, "less than or equal to 10"),
     ("apt_http_pipeline_depth", 1.5, "integer"),
+    ("apt_lock_timeout_s", -5, "greater than or equal to 0"),
+    ("apt_lock_timeout_s", "300", "integer"),
 ])
 def test_bad_download_bounds_are_named_with_host_and_value(key, value, fragment):
     with pytest.raises(SettingsError) as exc:
