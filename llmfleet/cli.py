@@ -683,7 +683,9 @@ def _state_dir(value: str | None):
 @click.option("--skip", type=click.Choice(["hardware", "config", "state"]), multiple=True,
               help="Leave a kind of drift out (repeatable).")
 @click.option("--data", multiple=True, help="Override a setting for every host, as pyinfra's --data (repeatable).")
-def audit_cmd(inventory, limit, waivers_file, state_dir, out_dir, workers, skip, data) -> None:
+@click.option("--shards", type=int, help="pyinfra processes the deploy's dry run is split into, run at once. "
+              "Default: one per core of this machine, at least 4 hosts each.")
+def audit_cmd(inventory, limit, waivers_file, state_dir, out_dir, workers, skip, data, shards) -> None:
     """Which hosts no longer match what is declared, and how: config drift (the deploy's dry run),
     state drift (the verify suite), hardware drift (against the fingerprint recorded at onboarding).
     Exit 0: clean; 1: drift found (or a host unreachable, or a waiver expired); 2: could not run."""
@@ -694,12 +696,53 @@ def audit_cmd(inventory, limit, waivers_file, state_dir, out_dir, workers, skip,
 
     doc, paths = audit(inventory, list(limit) or None, _state_dir(state_dir), Path(out_dir),
                        Path(waivers_file) if waivers_file else None, workers, tuple(skip),
-                       log=lambda m: err.print(m, highlight=False), data=list(data) or None)
+                       log=lambda m: err.print(m, highlight=False), data=list(data) or None, shards=shards)
     wide = Console(width=max(console.width, 140))
     for part in report.terminal(doc):
         wide.print(part, highlight=False)
     wide.print(f"reports: {paths['json']}, {paths['junit']}, {paths['html']}", highlight=False)
     sys.exit(doc["exit_status"])
+
+
+@main.command("deploy")
+@click.argument("inventory")
+@click.option("--limit", multiple=True, help="Only these hosts or groups (repeatable).")
+@click.option("--data", multiple=True, help="Override a setting for every host, as pyinfra's --data (repeatable).")
+@click.option("--shards", type=int, help="pyinfra processes run at once, each on a share of the hosts. Default: "
+              "one per core of this machine, at least 4 hosts each.")
+@click.option("--in-step", is_flag=True, help="One pyinfra process, every host waiting for all at each operation "
+              "(as plain `pyinfra INV deploy.py -y`).")
+@click.option("--out-dir", default="reports/deploy", show_default=True, help="Logs and summary go to OUT/<timestamp>/.")
+def deploy_cmd(inventory, limit, data, shards, in_step, out_dir) -> None:
+    """Converge the hosts as `pyinfra INVENTORY deploy.py -y` does, without the slowest host setting the
+    pace: hosts run their operations without waiting for each other (pyinfra --no-wait), in shards of
+    one pyinfra process each, while the reboot and vLLM rolls keep reboot_max_unavailable and
+    vllm_max_unavailable across the whole fleet. Settings of every host are checked before any host is
+    touched. Exit 0: every host converged; 1: a host failed (named, with the operation)."""
+    from pathlib import Path
+
+    from llmfleet import fleetrun
+
+    summary = fleetrun.deploy(inventory, list(limit) or None, list(data), shards, Path(out_dir), in_step,
+                              log=_log)
+    hosts = summary["hosts"]
+    changed = {h: o for h, o in hosts.items() if o["ok"] and o["changed"]}
+    for h, o in sorted(changed.items()):
+        console.print(f"{h}: changed by {len(o['changed'])} operation(s): " + "; ".join(o["changed"][:3])
+                      + (" ..." if len(o["changed"]) > 3 else ""), highlight=False)
+    for h in summary["failed"]:
+        o = hosts[h]
+        console.print(f"[bold red]{h}: failed[/] at: {o['failed']} (shard {o['shard']}: its log "
+                      f"{summary['shards'][o['shard'] - 1]['log']})", highlight=False)
+    for roll_name in ("reboot", "vllm"):
+        if summary[f"{roll_name}_roll_stopped"]:
+            console.print(f"[bold red]the {roll_name} roll stopped after {summary[f'{roll_name}_roll_stopped']}[/]: "
+                          "the hosts after it were left as they were", highlight=False)
+    per = ", ".join(f"shard {s['index']} {len(s['hosts'])} host(s) {s['seconds']} s" for s in summary["shards"])
+    console.print(f"deploy: {len(hosts) - len(summary['failed'])} of {len(hosts)} host(s) converged "
+                  f"({len(changed)} changed) in {summary['seconds']} s ({per}); summary {summary['path']}",
+                  highlight=False)
+    sys.exit(1 if summary["failed"] else 0)
 
 
 @main.command("onboard")

@@ -5,6 +5,8 @@ Reasons to reboot: the running kernel command line differs from the deployed one
 missing, or a parameter llmfleet used to set still present), or a package left
 /run/reboot-required. The roll stops at the first host that does not come back (new boot id,
 systemd running, the expected kernel command line): the hosts after it are not rebooted.
+The batches hold whether or not hosts run in step (`llmfleet deploy`'s shards, pyinfra's
+--no-wait): a host holds a slot of llmfleet/roll.py from its gate until it is back.
 """
 
 from __future__ import annotations
@@ -12,15 +14,16 @@ from __future__ import annotations
 import shlex
 import time
 
+import gevent
 from pyinfra import host, logger
 from pyinfra.api import FunctionCommand, StringCommand, deploy, operation
 
+from llmfleet import roll
 from llmfleet.facts import BootState, IsContainer
 from llmfleet.settings import Settings
 from operations import kernel_cmdline
 
-# One roll per pyinfra run, shared by the hosts' greenlets: set when a host fails to come back.
-_ROLL: dict[str, str | None] = {"stopped_by": None}
+ROLL = "reboot"  # the roll's name in llmfleet/roll.py: its slots and its stop, shared by every host of a deploy
 _BOOT_IDS: dict[str, str] = {}
 
 
@@ -47,9 +50,11 @@ def _run(host, command: str) -> tuple[bool, str]:
     return ok, output.stdout.strip()
 
 
-def _gate(state, host) -> bool:
-    if _ROLL["stopped_by"]:
-        host.log_styled(f"not rebooted: the roll stopped after {_ROLL['stopped_by']}", fg="red", log_func=logger.error)
+def _gate(state, host, limit: int) -> bool:
+    """Hold one of the roll's `limit` slots (reboot_max_unavailable) until the host is back."""
+    why = roll.get(ROLL, gevent.sleep).enter(host.name, limit, gevent.getcurrent())
+    if why:
+        host.log_styled(f"not rebooted: the roll stopped after {why}", fg="red", log_func=logger.error)
         return False
     return True
 
@@ -61,7 +66,7 @@ def _record_boot_id(state, host) -> bool:
 
 
 def _stop_roll(host, why: str) -> bool:
-    _ROLL["stopped_by"] = f"{host.name} {why}"
+    roll.get(ROLL, gevent.sleep).stop(host.name, why)
     host.log_styled(f"reboot failed: {why}; stopping the roll", fg="red", log_func=logger.error)
     return False
 
@@ -106,13 +111,14 @@ def _wait_back(state, host, expect_tokens: list[str], timeout_s: int) -> bool:
         if missing:
             return _stop_roll(host, f"came back without {' '.join(missing)} on its kernel command line")
         host.log_styled("rebooted and healthy", fg="green", log_func=logger.info)
+        roll.get(ROLL, gevent.sleep).leave(host.name)
         return True
     except Exception as exc:  # noqa: BLE001 - pyinfra would log and carry on; the roll must stop
         return _stop_roll(host, f"could not be checked after its reboot ({exc})")
 
 
 @operation(is_idempotent=False)
-def rebooted(reasons: list[str], expect_tokens: list[str], stop_units: list[str], timeout_s: int):
+def rebooted(reasons: list[str], expect_tokens: list[str], stop_units: list[str], timeout_s: int, limit: int = 1):
     """
     Reboot the host and confirm it came back healthy.
 
@@ -120,8 +126,9 @@ def rebooted(reasons: list[str], expect_tokens: list[str], stop_units: list[str]
     + expect_tokens: kernel command line tokens the host must boot with
     + stop_units: systemd units stopped cleanly first, where active
     + timeout_s: how long the host may take to come back
+    + limit: hosts of the deploy rebooting at once at most (reboot_max_unavailable)
     """
-    yield FunctionCommand(_gate, (), {})
+    yield FunctionCommand(_gate, (limit,), {})
     for unit in stop_units:
         quoted = shlex.quote(unit)
         yield StringCommand(f"if systemctl is-active --quiet {quoted}; then systemctl stop {quoted}; fi")
@@ -145,5 +152,6 @@ def reboot_if_needed(settings: Settings, also: list[str] | None = None):
         expect_tokens=expect,
         stop_units=list(settings.reboot_stop_units),
         timeout_s=settings.reboot_timeout_s,
+        limit=settings.reboot_max_unavailable,
         _parallel=settings.reboot_max_unavailable,
     )

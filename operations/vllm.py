@@ -49,7 +49,7 @@ from pyinfra.api import (
 from pyinfra.facts.files import File
 from pyinfra.operations import files, server, systemd
 
-from llmfleet import frontdoor, layout
+from llmfleet import frontdoor, layout, roll
 from llmfleet import vllm_service as vllm
 from llmfleet.facts import NumaNodes, PortHolders, VllmEnvironment, VllmFlags, VllmState, python_script
 from llmfleet.gpu import precision_paths, profile_of
@@ -66,7 +66,10 @@ PIP = "-m pip {} -q --no-cache-dir --disable-pip-version-check"
 # greenlet its roll runs in. A host failed when it started and did not finish, and its roll is over
 # (its greenlet is done, or pyinfra failed the host: --serial runs every host in one greenlet);
 # hosts of the same batch, or starting together, are still running theirs, and are no failure.
-_ROLL: dict = {"started": {}, "finished": set(), "stopped_by": None}
+# The stop itself, and the slots that keep a serving host's restart within vllm_max_unavailable
+# when hosts do not run in step, are llmfleet/roll.py's (shared by every shard of a deploy).
+_ROLL: dict = {"started": {}, "finished": set()}
+ROLL = "vllm"  # the roll's name in llmfleet/roll.py
 
 
 def _failed_rolls(state) -> list[str]:
@@ -385,12 +388,16 @@ def switch_args(settings: Settings, causes: dict) -> list[str]:
     return args
 
 
-def _gate(state, host, causes: dict) -> bool:
+def _gate(state, host, causes: dict, limit: int | None = None) -> bool:
+    """A serving host (`limit`: vllm_max_unavailable) holds a slot of the roll until it is ready
+    again; a host that serves nothing now takes no capacity away and holds none."""
+    this = roll.get(ROLL, gevent.sleep)
     failed = _failed_rolls(state)
-    if failed and not _ROLL["stopped_by"]:
-        _ROLL["stopped_by"] = failed[0]
-    if _ROLL["stopped_by"]:
-        host.log_styled(f"vllm: not restarted: the roll stopped after {_ROLL['stopped_by']}; this host keeps "
+    if failed and not this.stopped():
+        this.stop(failed[0])
+    why = this.stopped() if limit is None else this.enter(host.name, limit, gevent.getcurrent())
+    if why:
+        host.log_styled(f"vllm: not restarted: the roll stopped after {why}; this host keeps "
                         "serving the version it had", fg="red", log_func=logger.error)
         return False
     _ROLL["started"][host.name] = gevent.getcurrent()
@@ -429,6 +436,7 @@ def _wait_ready(state, host, settings: Settings, outcome: dict) -> bool:
     outcome.update(_ready(host, settings))
     if outcome["ok"]:
         _ROLL["finished"].add(host.name)
+        roll.get(ROLL, gevent.sleep).leave(host.name)
         host.log_styled(f"vllm: ready in {outcome['seconds']}s (health and a 1-token completion)", fg="green",
                         log_func=logger.info)
     return True  # not ready: the operation goes on to switch back, then stops the roll
@@ -440,13 +448,13 @@ def _stop(state, host, settings: Settings, outcome: dict, switched_back: bool) -
         again = _ready(host, settings)
         why += ("; switched back to the previous version, which is serving again" if again["ok"]
                 else f"; switched back to the previous version, which is not ready either: {again['why']}")
-    _ROLL["stopped_by"] = _ROLL["stopped_by"] or host.name
+    roll.get(ROLL, gevent.sleep).stop(host.name)
     host.log_styled(f"vllm: not ready: {why}; stopping the roll", fg="red", log_func=logger.error)
     return False
 
 
 @operation(is_idempotent=False)
-def rolled_out(settings: Settings, causes: dict, can_switch_back: bool):
+def rolled_out(settings: Settings, causes: dict, can_switch_back: bool, limit: int | None = None):
     """
     Switch the host to what is staged (llmfleet/remote/vllm_switch.py), restart, and wait until it
     is ready; switch back and stop the roll when it is not.
@@ -454,8 +462,10 @@ def rolled_out(settings: Settings, causes: dict, can_switch_back: bool):
     + settings: the host's settings
     + causes: what differs, by kind (restart_causes)
     + can_switch_back: a complete previous version (unit, environment and model links) is there
+    + limit: serving hosts of the deploy restarting at once at most (vllm_max_unavailable); None
+      where the host serves nothing now
     """
-    yield FunctionCommand(_gate, (causes,), {})
+    yield FunctionCommand(_gate, (causes, limit), {})
     yield StringCommand(python_script("vllm_switch", *switch_args(settings, causes)))
     outcome: dict = {}
     yield FunctionCommand(_wait_ready, (settings, outcome), {})
@@ -597,7 +607,7 @@ def serve(settings: Settings, gpu: bool):
     else:
         rolled_out(name="vllm: restart on what is staged, in batches of vllm_max_unavailable, each ready before the "
                         "next", settings=settings, causes=causes, can_switch_back=can_switch_back,
-                   _parallel=settings.vllm_max_unavailable)
+                   limit=settings.vllm_max_unavailable, _parallel=settings.vllm_max_unavailable)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -644,10 +654,20 @@ def _serve_layout(settings: Settings, gpu: bool, state: dict, env: dict, instanc
         instances_rolled_out(name="vllm: instances restarted one at a time, each drained in the front door first and "
                                   "back in it when ready; hosts in batches of vllm_max_unavailable",
                              settings=settings, causes=causes, dropped=dropped, single=single,
-                             can_switch_back=can_switch_back, _parallel=settings.vllm_max_unavailable)
+                             can_switch_back=can_switch_back, limit=settings.vllm_max_unavailable,
+                             _parallel=settings.vllm_max_unavailable)
+    elif single and state["active"] == "active":
+        # a move from a serving vllm.service: the host answers nothing from vllm.service's stop until
+        # its instances are up (19.7 s in the lab, README's layout benchmark), so it takes the host's
+        # capacity away like a restart does: hosts move in batches of vllm_max_unavailable
+        instances_rolled_out(name="vllm: moved from vllm.service to the layout's instances (started together), "
+                                  "hosts in batches of vllm_max_unavailable",
+                             settings=settings, causes=causes, dropped=dropped, single=single,
+                             can_switch_back=can_switch_back, limit=settings.vllm_max_unavailable,
+                             _parallel=settings.vllm_max_unavailable)
     else:
-        # nothing serves from these instances now (a first start, or a move from vllm.service, whose
-        # GPUs they take): they start together, and one that does not get ready stops the roll
+        # nothing serves from these instances now (a first start, or a move from a vllm.service that
+        # does not serve): they start together, and one that does not get ready stops the roll
         instances_rolled_out(name="vllm: instances started together (nothing serves from them now)",
                              settings=settings, causes=causes, dropped=dropped, single=single,
                              can_switch_back=can_switch_back)
@@ -765,6 +785,7 @@ def _roll_layout(state, host, settings: Settings, units: list[str], dropped: lis
         _run(host, "systemctl daemon-reload")
     outcome["ok"] = True
     _ROLL["finished"].add(host.name)
+    roll.get(ROLL, gevent.sleep).leave(host.name)
     return True
 
 
@@ -792,13 +813,14 @@ def _stop_layout(state, host, outcome: dict, switched_back: bool) -> bool:
         again = outcome.get("again", {"ok": False, "why": "not checked"})
         why += ("; switched back to the previous version, which is serving again" if again["ok"]
                 else f"; switched back to the previous version, which is not ready either: {again['why']}")
-    _ROLL["stopped_by"] = _ROLL["stopped_by"] or host.name
+    roll.get(ROLL, gevent.sleep).stop(host.name)
     host.log_styled(f"vllm: not ready: {why}; stopping the roll", fg="red", log_func=logger.error)
     return False
 
 
 @operation(is_idempotent=False)
-def instances_rolled_out(settings: Settings, causes: dict, dropped: list, single: bool, can_switch_back: bool):
+def instances_rolled_out(settings: Settings, causes: dict, dropped: list, single: bool, can_switch_back: bool,
+                         limit: int | None = None):
     """
     Switch a layout host to what is staged (no restart), then restart its instances (one at a time
     behind the front door, or together where none serves), each ready before the next; switch
@@ -809,10 +831,12 @@ def instances_rolled_out(settings: Settings, causes: dict, dropped: list, single
     + dropped: instance units no longer in the layout
     + single: vllm.service (before the layout) is there, to be stopped and removed
     + can_switch_back: a previous environment and model (links) are there
+    + limit: serving hosts of the deploy rolling at once at most (vllm_max_unavailable); None where
+      the instances serve nothing now
     """
     yield FunctionCommand(_gate, ({u: "; ".join(why.values()) for u, why in causes.items()}
                                   | ({vllm.UNIT_NAME: "moving to vllm_layout"} if single else {})
-                                  | {u: "dropped from vllm_layout" for u in dropped},), {})
+                                  | {u: "dropped from vllm_layout" for u in dropped}, limit), {})
     if causes:
         yield StringCommand(python_script("vllm_switch", *layout_switch_args(settings, causes)))
     outcome: dict = {}

@@ -8,14 +8,15 @@ command) can be waived by its check id, e.g. `deploy: server.shell*`."""
 
 from __future__ import annotations
 
-import json
 import re
-import subprocess
 import sys
+import tempfile
+from pathlib import Path
 
+from llmfleet import fleetrun
 from llmfleet.audit.model import Problem, deploy_command
 from llmfleet.errors import AuditError
-from llmfleet.inventory import ROOT, limit_args, unmatched
+from llmfleet.inventory import limit_args, unmatched
 
 
 def dry_run_args(inventory: str, hosts: list[str], data: list[str] | None = None) -> list[str]:
@@ -26,29 +27,43 @@ def dry_run_args(inventory: str, hosts: list[str], data: list[str] | None = None
         [a for kv in (data or []) for a in ("--data", kv)]
 
 
-def plan(inventory: str, hosts: list[str], data: list[str] | None = None) -> tuple[list[Problem], dict, int]:
-    """(problems, {host: notes}, operations planned)."""
+def plan(inventory: str, hosts: list[str], data: list[str] | None = None,
+         shards: int | None = None) -> tuple[list[Problem], dict, int]:
+    """(problems, {host: notes}, operations planned): the dry run in shards run at once (one pyinfra
+    process each, llmfleet/fleetrun.py), so the control machine's cores share it and a slow host
+    holds back its own shard only."""
     if not hosts:
         return [], {}, 0
-    args = dry_run_args(inventory, hosts, data)
-    proc = subprocess.run(args, capture_output=True, text=True, cwd=ROOT, timeout=3600, stdin=subprocess.DEVNULL)
-    unmatched(proc.stderr)
-    try:
-        doc = json.loads(proc.stdout[proc.stdout.index("{"):])
-    except ValueError:
-        raise AuditError(f"the deploy's dry run failed (exit {proc.returncode}): "
-                         f"{_last_error(proc.stderr)}") from None
+    parts = fleetrun.split(hosts, fleetrun.shard_count(len(hosts), shards))
+    with tempfile.TemporaryDirectory(prefix="llmfleet-dry-run-") as tmp:
+        done = fleetrun.run(lambda chosen: dry_run_args(inventory, chosen, data), parts, Path(tmp), timeout_s=3600)
+        results = [_read(inventory, s.hosts, s.returncode or 0, s.doc, s.log_path.read_text() if s.log_path else "",
+                         data) for s in done]
+    problems = [p for r in results for p in r[0]]
+    notes: dict[str, list[str]] = {}
+    for r in results:
+        for h, ns in r[1].items():
+            notes.setdefault(h, []).extend(ns)
+    return problems, notes, max(r[2] for r in results)
+
+
+def _read(inventory: str, hosts: list[str], returncode: int, doc: dict | None, stderr: str,
+          data: list[str] | None) -> tuple[list[Problem], dict, int]:
+    """One dry run's plan as problems and notes."""
+    unmatched(stderr)
+    if doc is None or "plan" not in doc:
+        raise AuditError(f"the deploy's dry run failed (exit {returncode}): {_last_error(stderr)}")
     problems: list[Problem] = []
     notes: dict[str, list[str]] = {}
-    if proc.returncode != 0:
+    if returncode != 0:
         # a host whose operations could not be planned is not clean: say so, with pyinfra's line
         failed: dict[str, str] = {}
-        for line in proc.stderr.splitlines():
+        for line in stderr.splitlines():
             m = re.match(r"\s*\[([^\]]+)\]\s+(.*)", line)
             if m and m.group(1) in hosts and "error" in line.lower():
                 failed.setdefault(m.group(1), m.group(2).strip())
         if not failed:
-            raise AuditError(f"the deploy's dry run failed (exit {proc.returncode}): {_last_error(proc.stderr)}")
+            raise AuditError(f"the deploy's dry run failed (exit {returncode}): {_last_error(stderr)}")
         for h, why in sorted(failed.items()):
             problems.append(Problem(h, "config", "deploy: dry run",
                                     f"the deploy could not be planned here: {why[:400]}", "a plan",

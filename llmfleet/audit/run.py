@@ -52,7 +52,7 @@ def waiver_repair(waivers_file: Path | str | None) -> str:
 
 def audit(inventory: str, limit: list[str] | None, state_dir: Path, out_dir: Path, waivers_file: Path | None,
           workers: int = 8, skip: tuple[str, ...] = (), today: dt.date | None = None, log=print,
-          data: list[str] | None = None) -> tuple[dict, dict]:
+          data: list[str] | None = None, shards: int | None = None) -> tuple[dict, dict]:
     today = today or dt.date.today()
     waiver_list = waivers.load(waivers_file) if waivers_file else []
     chosen = read_inventory(inventory, data, limit)
@@ -80,7 +80,7 @@ def audit(inventory: str, limit: list[str] | None, state_dir: Path, out_dir: Pat
                 results[n].problems.append(p)
     figures: dict[str, dict] = {}
     with ThreadPoolExecutor(max_workers=2) as pool:
-        config_job = pool.submit(config_drift.plan, inventory, [h["name"] for h in reachable], data) \
+        config_job = pool.submit(config_drift.plan, inventory, [h["name"] for h in reachable], data, shards) \
             if "config" not in skip else None
         state_job = pool.submit(state_drift.verify, inventory, reachable, workers, data=data, figures=figures) \
             if "state" not in skip else None

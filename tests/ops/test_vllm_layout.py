@@ -18,6 +18,8 @@ NODES = {0: "0-1"}
 STARTED = "vllm: instances started together (nothing serves from them now)"
 ROLLED = ("vllm: instances restarted one at a time, each drained in the front door first and back in it when ready; "
           "hosts in batches of vllm_max_unavailable (_parallel=1)")
+MOVED = ("vllm: moved from vllm.service to the layout's instances (started together), hosts in batches of "
+         "vllm_max_unavailable (_parallel=1)")
 STAGED = "vllm: an instance's unit missing or not the rendered one: staged for its restart"
 
 
@@ -77,14 +79,18 @@ def test_a_shared_change_restarts_every_instance_one_at_a_time(laid_out, monkeyp
                      ROLLED]
 
 
-def test_a_move_from_vllm_service_stops_it_and_starts_the_instances_together(laid_out, monkeypatch):
+def test_a_move_from_a_serving_vllm_service_starts_the_instances_together_in_its_batch(laid_out, monkeypatch):
     before = state(laid_out, unit_sha256="f" * 64, active="active", enabled="enabled",
                    units=units(sha_a=None, sha_b=None), instance_units=[])
     holders = {"8000": [{"pid": 7, "command": "python3", "unit": "vllm.service"}]}
     calls, fake = plan(laid_out, monkeypatch, VllmState=before, PortHolders=holders)
-    assert calls == [STAGED, STAGED, STARTED]
+    assert calls == [STAGED, STAGED, MOVED]
     assert any(line.startswith("vllm: moving to vllm_layout: vllm.service is stopped and removed") for line in
                fake.logged)
+    stopped = state(laid_out, unit_sha256="f" * 64, active="failed", enabled="enabled",
+                    units=units(sha_a=None, sha_b=None), instance_units=[])
+    calls, _ = plan(laid_out, monkeypatch, VllmState=stopped, PortHolders={})
+    assert calls == [STAGED, STAGED, STARTED]  # a vllm.service that serves nothing: no capacity to keep
 
 
 def test_an_instance_dropped_from_the_layout_is_planned_for_removal(laid_out, monkeypatch):

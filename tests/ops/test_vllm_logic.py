@@ -7,6 +7,7 @@ host did not get ready)."""
 import pytest
 from pyinfra.api import FunctionCommand, StringCommand
 
+from llmfleet import roll as rolls
 from llmfleet import vllm_service as vllm
 from operations import vllm as ops
 
@@ -141,13 +142,14 @@ class _Greenlet:
 
 
 @pytest.fixture
-def gate(monkeypatch):
+def gate(monkeypatch, tmp_path):
     """The gate as a host whose roll runs in `greenlet` meets it, in a roll of its own."""
     import gevent
 
     monkeypatch.setitem(ops._ROLL, "started", {})
     monkeypatch.setitem(ops._ROLL, "finished", set())
-    monkeypatch.setitem(ops._ROLL, "stopped_by", None)
+    monkeypatch.setattr(rolls, "_ROLLS", {})
+    monkeypatch.setenv(rolls.ENV, str(tmp_path))
 
     def at(greenlet, state, host) -> bool:
         monkeypatch.setattr(gevent, "getcurrent", lambda: greenlet)
@@ -177,14 +179,14 @@ def test_hosts_rolling_at_once_do_not_stop_each_other(gate):
     # passes the gate while the others are still in their roll
     hosts = [_Named(f"h{i}") for i in range(3)]
     assert all(gate(_Greenlet(), _State(), h) for h in hosts)
-    assert ops._ROLL["stopped_by"] is None
+    assert rolls.get(ops.ROLL).stopped() is None
 
 
 def test_under_serial_a_host_pyinfra_failed_stops_the_roll(gate):
     main = _Greenlet()  # --serial: every host's operations run in the one main greenlet
     assert gate(main, _State(), _Named("h1")) is True
     assert gate(main, _State(failed=["h1"]), _Named("h2")) is False
-    assert ops._ROLL["stopped_by"] == "h1"
+    assert rolls.get(ops.ROLL).stopped() == "h1"
 
 
 class PlanHost:
@@ -414,3 +416,14 @@ def test_a_free_port_or_one_the_running_server_holds_is_no_problem(settings, mon
     holders = {str(settings.vllm_port): [SERVER]} if holders == "own" else holders
     calls, _ = planned(settings, monkeypatch, VllmState=active(settings, model_target=None), PortHolders=holders)
     assert calls[-1] == RESTART
+
+
+def test_a_serving_host_holds_a_slot_of_the_roll_until_it_is_ready_and_a_host_serving_nothing_holds_none(
+        gate, monkeypatch):
+    h1, h2 = _Named("h1"), _Named("h2")
+    assert ops._gate(_State(), h1, {"model": "m"}, 1) is True  # vllm_max_unavailable 1
+    assert ops._gate(_State(), h2, {"model": "m"}) is True  # a first start: no capacity taken
+    assert rolls.get(ops.ROLL).holders() == ["h1"]
+    monkeypatch.setattr(ops, "_ready", lambda host, settings, instance=None: {"ok": True, "seconds": 1.0, "why": ""})
+    ops._wait_ready(_State(), h1, None, {})
+    assert rolls.get(ops.ROLL).holders() == []
