@@ -8,6 +8,7 @@ import shutil
 import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from pathlib import Path
 
 from llmfleet.errors import LabError
 from llmfleet.lab import hosts as labhosts
@@ -118,6 +119,30 @@ def recover(state: LabState | None, paths: LabPaths, log=print) -> LabState | No
     return state
 
 
+# Each container's systemd and its services (journald, logind, udev's watchers...) take inotify
+# instances of this machine's root user. The kernel's default of 128 (fs.inotify.max_user_instances)
+# ran out at the 22nd container of benchmarks/fleet_scale.py's lab: its systemd exited at boot with
+# "Failed to allocate manager object: Too many open files". Raised where lower (never lowered).
+INOTIFY_INSTANCES = "/proc/sys/fs/inotify/max_user_instances"
+INOTIFY_BASE, INOTIFY_PER_CONTAINER = 128, 16
+
+
+def inotify_instances_needed(current: int, containers: int) -> int | None:
+    """The value fs.inotify.max_user_instances must be raised to for `containers`, or None when it
+    is high enough already."""
+    needed = INOTIFY_BASE + INOTIFY_PER_CONTAINER * containers
+    return needed if current < needed else None
+
+
+def _inotify_room(containers: int, log) -> None:
+    path = Path(INOTIFY_INSTANCES)
+    raise_to = inotify_instances_needed(int(path.read_text()), containers)
+    if raise_to:
+        path.write_text(f"{raise_to}\n")
+        log(f"fs.inotify.max_user_instances raised to {raise_to} for {containers} container(s) "
+            f"({INOTIFY_PER_CONTAINER} each beside {INOTIFY_BASE})")
+
+
 def up(n_hosts: int, vm: bool, log=print) -> LabState:
     if n_hosts < 0 or n_hosts > 80:
         raise LabError(f"--hosts {n_hosts}: the lab runs 0 to 80 container hosts")
@@ -143,6 +168,8 @@ def up(n_hosts: int, vm: bool, log=print) -> LabState:
         serving.ensure_all(paths, log)  # vLLM wheels, the tiny model, an API key
 
         wanted = [(container_name(i), i, "container") for i in range(1, n_hosts + 1)]
+        _inotify_room(len({w[0] for w in wanted} | {n for n, h in state.hosts.items() if h.kind == "container"}),
+                      log)
         if vm:
             wanted.append((vm_name(1), 1, "vm"))
         new_keys: dict[str, str] = {}

@@ -174,3 +174,11 @@ UNIFIED = "31 23 0:26 / /sys/fs/cgroup rw,nosuid,nodev,noexec,relatime shared:9 
 def test_a_container_gets_a_cgroup_in_the_hierarchies_systemd_tracks_and_not_in_the_controllers(
         mountinfo, expected):
     assert [str(p) for p in cgroup.tracking_mounts(mountinfo)] == expected
+
+
+def test_inotify_instances_are_raised_for_many_containers_and_never_lowered():
+    from llmfleet.lab.lifecycle import inotify_instances_needed
+
+    assert inotify_instances_needed(128, 3) == 176  # the kernel's default is short of 3 containers' room
+    assert inotify_instances_needed(128, 24) == 512  # 24 ran out at the 22nd container with 128
+    assert inotify_instances_needed(8192, 24) is None

@@ -1,0 +1,204 @@
+#!/usr/bin/env python3
+"""Fleet scale: a no-change deploy and an audit on 1, 8 and 24 lab container hosts, with and without
+one host slowed on purpose, in step (one pyinfra process, every host waiting at each operation) and
+in shards (`llmfleet deploy`: pyinfra --no-wait processes); the control machine's CPU seconds per
+host, and a projection to 500 hosts on an 8-core control machine.
+
+    .venv/bin/python benchmarks/fleet_scale.py [--rounds 2] [--delay-ms 100] [--keep] [--reuse]
+
+A lab of its own (/var/lib/llmfleet/bench-lab, 10.76.0.0/24, prefix llmb) of 24 containers, its
+inventory benchmarks/inventories/lab.py (vLLM on the last 3 hosts only). The slowed host gets a
+netem delay on its link (`tc qdisc ... netem delay`, on the bridge side of its veth: every packet
+to it waits, so every round trip of every command takes that much longer).
+
+"A host's finish" is when pyinfra printed that host's last line (its last operation's result),
+read as the lines arrive. "The others" are every host but the slowed one. In step, the others
+finish with the slowed host; with --no-wait they should not wait for it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.update({"LLMFLEET_LAB_DIR": "/var/lib/llmfleet/bench-lab", "LLMFLEET_LAB_SUBNET": "10.76.0.0/24",
+                   "LLMFLEET_LAB_PREFIX": "llmb"})
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from llmfleet import fleetrun  # noqa: E402
+from llmfleet.inventory import read as read_inventory  # noqa: E402
+
+BIN = Path(sys.executable).parent
+INV = "benchmarks/inventories/lab.py"
+HOSTS = 24
+SLOW = "lab-c2"
+LINE = re.compile(r"^\s*(?:\[shard \d+\]\s*)?\[([^\]]+)\]")
+
+
+def sh(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    proc = subprocess.run(list(args), cwd=ROOT, capture_output=True, text=True)
+    if check and proc.returncode != 0:
+        sys.exit(f"{' '.join(args)} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    return proc
+
+
+def children_cpu() -> float:
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+def timed_deploy(hosts: list[str], sharded: bool, out: Path) -> dict:
+    """One no-change deploy; wall, children's CPU, each host's finish (its last line), hosts failed."""
+    t0, c0 = time.monotonic(), children_cpu()
+    last: dict[str, float] = {}
+
+    def echo(line: str) -> None:
+        m = LINE.match(line)
+        if m and m.group(1) in hosts:
+            last[m.group(1)] = time.monotonic() - t0
+
+    argv = fleetrun.deploy_argv(INV, [], in_step=not sharded)
+    parts = fleetrun.split(hosts, fleetrun.shard_count(len(hosts))) if sharded else [hosts]
+    done = fleetrun.run(argv, parts, out / f"{'sharded' if sharded else 'in-step'}-{len(hosts)}-{time.time():.0f}",
+                        echo=echo)
+    wall, cpu = time.monotonic() - t0, children_cpu() - c0
+    failed = [h for s in done for h, o in fleetrun.outcome(s).items() if not o["ok"]]
+    changed = [h for s in done for h, o in fleetrun.outcome(s).items() if o["changed"]]
+    return {"wall": wall, "cpu": cpu, "last": last, "failed": failed, "changed": changed, "shards": len(parts)}
+
+
+def timed_audit(hosts: list[str], state_dir: Path, out_dir: Path) -> dict:
+    t0, c0 = time.monotonic(), children_cpu()
+    p = sh(str(BIN / "llmfleet"), "audit", INV, *[a for h in hosts for a in ("--limit", h)], "--state-dir",
+           str(state_dir), "--out-dir", str(out_dir), check=False)
+    wall, cpu = time.monotonic() - t0, children_cpu() - c0
+    summary = [ln for ln in (p.stdout + p.stderr).splitlines() if "host(s)" in ln and "clean" in ln.lower()]
+    return {"wall": wall, "cpu": cpu, "exit": p.returncode, "line": (summary or [p.stdout[-200:]])[-1].strip()}
+
+
+def link_of(host: str) -> str:
+    state = json.loads(Path(os.environ["LLMFLEET_LAB_DIR"], "state.json").read_text())
+    return state["hosts"][host]["link"]
+
+
+def slow(host: str, delay_ms: int | None) -> None:
+    dev = link_of(host)
+    sh("tc", "qdisc", "del", "dev", dev, "root", check=False)
+    if delay_ms:
+        sh("tc", "qdisc", "add", "dev", dev, "root", "netem", "delay", f"{delay_ms}ms")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--delay-ms", type=int, default=100)
+    ap.add_argument("--keep", action="store_true", help="leave the bench lab up")
+    ap.add_argument("--reuse", action="store_true", help="the bench lab is up and deployed: measure only")
+    a = ap.parse_args()
+    llmfleet = str(BIN / "llmfleet")
+    work = Path(tempfile.mkdtemp(prefix="llmfleet-fleet-scale-"))
+    state_dir, audit_dir = work / "state", work / "audit"
+    if not a.reuse:
+        sh(llmfleet, "lab", "down")
+        t0 = time.monotonic()
+        sh(llmfleet, "lab", "up", "--hosts", str(HOSTS))
+        print(f"lab of {HOSTS} containers up in {time.monotonic() - t0:.0f} s", flush=True)
+        t0 = time.monotonic()
+        p = sh(llmfleet, "deploy", INV, "--out-dir", str(work / "first"), check=False)
+        print(f"first deploy (llmfleet deploy, {HOSTS} hosts, vLLM on 3): {time.monotonic() - t0:.0f} s, exit "
+              f"{p.returncode}: {p.stdout.strip().splitlines()[-1:]}", flush=True)
+        if p.returncode != 0:
+            sys.exit(p.stdout[-3000:] + p.stderr[-3000:])
+    names = [h["name"] for h in read_inventory(INV)]
+    serving = [h["name"] for h in read_inventory(INV) if h["data"].get("vllm_enabled")]
+    assert SLOW in names and SLOW not in serving, (names, serving)
+    fp = sh(str(BIN / "pyinfra"), INV, "fact", "llmfleet.facts.HardwareFingerprint", "--json", "-y").stdout
+    for host, value in json.loads(fp[fp.index("{"):])["llmfleet.facts.HardwareFingerprint"].items():
+        (state_dir / "hosts" / host).mkdir(parents=True, exist_ok=True)
+        (state_dir / "hosts" / host / "fingerprint.json").write_text(json.dumps(value))
+    # 1 host: lab-c1; 8: lab-c1..c8 (the slowed lab-c2 among them); 24: all, vLLM hosts included
+    others = [n for n in names if n != SLOW]
+    sets = {1: ["lab-c1"], 8: [SLOW] + others[:7], 24: names}
+    results: dict[str, list] = {}
+    print(f"\nhosts: {len(names)}; serving vLLM: {', '.join(serving)}; slowed: {SLOW} (+{a.delay_ms} ms a packet "
+          f"to it); shards: {fleetrun.shard_count(HOSTS)} on {os.cpu_count()} cores\n", flush=True)
+    try:
+        for r in range(a.rounds):
+            order = [False, True] if r % 2 == 0 else [True, False]
+            for delay in ([0, a.delay_ms] if r % 2 == 0 else [a.delay_ms, 0]):
+                slow(SLOW, delay)
+                for n, hosts in sets.items():
+                    if delay and SLOW not in hosts:
+                        continue
+                    for sharded in order:
+                        key = f"deploy {'sharded' if sharded else 'in-step'} {n} {'slowed' if delay else 'plain'}"
+                        res = timed_deploy(hosts, sharded, work / "deploys")
+                        results.setdefault(key, []).append(res)
+                        rest = [v for h, v in res["last"].items() if h != SLOW]
+                        print(f"round {r + 1}: {key:32s} wall {res['wall']:6.1f} s, cpu {res['cpu']:6.1f} s, others "
+                              f"done at {max(rest) if rest else 0:6.1f} s, {SLOW} at "
+                              f"{res['last'].get(SLOW, 0):6.1f} s; changed {res['changed'] or 'none'}, "
+                              f"failed {res['failed'] or 'none'}", flush=True)
+                for n in ((1, 8, 24) if not delay else (24,)):
+                    key = f"audit {n} {'slowed' if delay else 'plain'}"
+                    res = timed_audit(sets[n], state_dir, audit_dir)
+                    results.setdefault(key, []).append(res)
+                    print(f"round {r + 1}: {key:32s} wall {res['wall']:6.1f} s, cpu {res['cpu']:6.1f} s, exit "
+                          f"{res['exit']}: {res['line'][:150]}", flush=True)
+    finally:
+        slow(SLOW, None)
+
+    def med(key: str, field: str = "wall") -> float:
+        return statistics.median(x[field] for x in results[key])
+
+    def others_done(key: str) -> float:
+        return statistics.median(max([v for h, v in x["last"].items() if h != SLOW] or [0]) for x in results[key])
+
+    def slow_done(key: str) -> float:
+        return statistics.median(x["last"].get(SLOW, 0) for x in results[key])
+
+    print("\nmedians of", a.rounds, "round(s), one run, order alternated each round:")
+    print(f"{'':30s} {'1 host':>10s} {'8 hosts':>10s} {'24 hosts':>10s} {'cpu s/host (24)':>16s}")
+    for mode in ("in-step", "sharded"):
+        for cond in ("plain", "slowed"):
+            cells = []
+            for n in (1, 8, 24):
+                key = f"deploy {mode} {n} {cond}"
+                cells.append(f"{med(key):8.1f} s" if key in results else f"{'-':>10s}")
+            cpu = med(f"deploy {mode} 24 {cond}", "cpu") / 24
+            print(f"no-change deploy, {mode:8s} {cond:7s} {' '.join(cells)} {cpu:14.2f}")
+    audit_cells = " ".join(f"{med(f'audit {n} plain'):8.1f} s" for n in (1, 8, 24))
+    print(f"audit, plain{'':18s} {audit_cells} {med('audit 24 plain', 'cpu') / 24:14.2f}")
+    print(f"audit, 24 hosts with {SLOW} slowed: {med('audit 24 slowed'):.1f} s")
+    print(f"\naudit 24 hosts / 1 host: {med('audit 24 plain') / med('audit 1 plain'):.2f} (wall time)")
+    for mode in ("in-step", "sharded"):
+        own = slow_done(f"deploy {mode} 24 slowed") - slow_done(f"deploy {mode} 24 plain")
+        added = others_done(f"deploy {mode} 24 slowed") - others_done(f"deploy {mode} 24 plain")
+        print(f"{mode:8s}: {SLOW} slowed finishes {own:+.1f} s later; the other 23 finish {added:+.1f} s later")
+    for what, key in (("no-change deploy, sharded", "deploy sharded 24 plain"), ("audit", "audit 24 plain")):
+        per_host = med(key, "cpu") / 24
+        floor = med(key.replace("24", "1"))
+        projected = max(floor, per_host * 500 / 8)
+        print(f"projection, {what}: {per_host:.2f} CPU s a host x 500 hosts / 8 cores = {per_host * 500 / 8:.0f} s "
+              f"(one host alone: {floor:.1f} s) -> about {projected / 60:.1f} min for 500 hosts, if the CPU cost a "
+              "host stays what it is at 24")
+    (ROOT / "reports").mkdir(exist_ok=True)
+    (ROOT / "reports" / "fleet_scale.json").write_text(json.dumps(results, indent=1, default=str))
+    print("raw figures: reports/fleet_scale.json")
+    if not a.keep:
+        sh(llmfleet, "lab", "down")
+
+
+if __name__ == "__main__":
+    main()
