@@ -21,8 +21,10 @@ back, rather than batch after batch.
 
 from __future__ import annotations
 
+import atexit
 import fcntl
 import os
+import shutil
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -130,6 +132,7 @@ def folder() -> Path:
         return path
     if "" not in _OWN:
         _OWN[""] = Path(tempfile.mkdtemp(prefix="llmfleet-roll-"))
+        atexit.register(shutil.rmtree, _OWN[""], True)
     return _OWN[""]
 
 

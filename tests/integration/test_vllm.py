@@ -47,6 +47,14 @@ def deploy(*data: str, check: bool = True, limit: str = "lab_containers"):
                check=check, timeout=1800)
 
 
+def deploy_sharded(*data: str, check: bool = True):
+    """The container hosts deployed by `llmfleet deploy`, a shard (a pyinfra --no-wait process) each:
+    nothing but llmfleet/roll.py's slots keeps their roll to vllm_max_unavailable."""
+    args = [a for kv in data for a in ("--data", kv)]
+    return run(str(BIN / "llmfleet"), "deploy", "inventories/lab.py", "--limit", "lab_containers", "--shards", "3",
+               "--out-dir", "reports/deploy", *args, check=check, timeout=1800)
+
+
 @pytest.fixture(scope="module")
 def serving(lab, deployed):
     """Every container host serving the group data's version (a deploy that changes nothing when
@@ -169,11 +177,12 @@ def test_a_broken_model_checksum_stops_before_any_host_is_touched(serving, tmp_p
     assert main_pids() == before
 
 
-def test_a_model_that_fails_to_load_is_switched_back_and_stops_the_roll(serving):
+@pytest.mark.parametrize("how", [deploy, deploy_sharded], ids=["in_step", "sharded"])
+def test_a_model_that_fails_to_load_is_switched_back_and_stops_the_roll(serving, how):
     before = main_pids()
     key = api_key()
     # a context longer than the model's 1024 positions: the parser accepts it, loading fails
-    proc = deploy('vllm_flags={"dtype": "float32", "max-model-len": 4096, "enforce-eager": true, '
+    proc = how('vllm_flags={"dtype": "float32", "max-model-len": 4096, "enforce-eager": true, '
                   '"max-num-seqs": 16}', check=False)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 1, out[-3000:]
