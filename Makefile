@@ -33,7 +33,7 @@ venv: $(BIN)/.installed
 
 demo: sysdeps venv
 	$(BIN)/llmfleet lab up --hosts $(DEMO_HOSTS) --vm
-	$(BIN)/pyinfra inventories/lab.py deploy.py -y
+	$(BIN)/llmfleet deploy inventories/lab.py  # the hosts not waiting for each other: the VM does not hold the containers back
 	$(BIN)/pytest verify/ -p no:cacheprovider -m "not acceptance" --hosts="$$($(BIN)/llmfleet lab hosts --testinfra)"
 	$(BIN)/llmfleet lab status
 	@echo "What each serving host carries (the throughput probe, one short trial per host; reports in reports/probe/):"

@@ -4,12 +4,14 @@ one host slowed on purpose, in step (one pyinfra process, every host waiting at 
 in shards (`llmfleet deploy`: pyinfra --no-wait processes); the control machine's CPU seconds per
 host, and a projection to 500 hosts on an 8-core control machine.
 
-    .venv/bin/python benchmarks/fleet_scale.py [--rounds 2] [--delay-ms 100] [--keep] [--reuse]
+    .venv/bin/python benchmarks/fleet_scale.py [--rounds 2] [--cpu-percent 5] [--keep] [--reuse]
 
 A lab of its own (/var/lib/llmfleet/bench-lab, 10.76.0.0/24, prefix llmb) of 24 containers, its
-inventory benchmarks/inventories/lab.py (vLLM on the last 3 hosts only). The slowed host gets a
-netem delay on its link (`tc qdisc ... netem delay`, on the bridge side of its veth: every packet
-to it waits, so every round trip of every command takes that much longer).
+inventory benchmarks/inventories/lab.py (vLLM on 3 hosts only). The slowed host runs on a CPU
+limit (`--cpu-percent` of one core, a cgroup v1 cpu quota over its container's processes): a host
+under load, every command on it slower. The lab's hosts share this machine's cores with the
+control side (pyinfra, pytest), so past a few hosts the hosts' own commands bound the wall time;
+the control side's CPU seconds per host are what the projection to 500 hosts uses.
 
 "A host's finish" is when pyinfra printed that host's last line (its last operation's result),
 read as the lines arrive. "The others" are every host but the slowed one. In step, the others
@@ -87,22 +89,30 @@ def timed_audit(hosts: list[str], state_dir: Path, out_dir: Path) -> dict:
     return {"wall": wall, "cpu": cpu, "exit": p.returncode, "line": (summary or [p.stdout[-200:]])[-1].strip()}
 
 
-def link_of(host: str) -> str:
-    state = json.loads(Path(os.environ["LLMFLEET_LAB_DIR"], "state.json").read_text())
-    return state["hosts"][host]["link"]
+SLOW_CGROUP = Path("/sys/fs/cgroup/cpu/llmfleet-bench-slow")  # cgroup v1's cpu controller (this machine's)
 
 
-def slow(host: str, delay_ms: int | None) -> None:
-    dev = link_of(host)
-    sh("tc", "qdisc", "del", "dev", dev, "root", check=False)
-    if delay_ms:
-        sh("tc", "qdisc", "add", "dev", dev, "root", "netem", "delay", f"{delay_ms}ms")
+def slow(host: str, cpu_percent: int | None) -> None:
+    """Every process of `host` (its container's systemd tree, read from the name=systemd hierarchy the
+    lab keeps each container in, llmfleet/lab/cgroup.py) into a cpu cgroup limited to `cpu_percent` of
+    one core; new processes (each SSH command) inherit it. None: the limit lifted. (A delay on its
+    link was the first choice: this machine's kernel has no sch_netem.)"""
+    tree = Path(f"/sys/fs/cgroup/systemd/llmfleet-lab/{os.environ['LLMFLEET_LAB_PREFIX']}-{host}")
+    SLOW_CGROUP.mkdir(exist_ok=True)
+    (SLOW_CGROUP / "cpu.cfs_period_us").write_text("100000")
+    (SLOW_CGROUP / "cpu.cfs_quota_us").write_text(str(cpu_percent * 1000) if cpu_percent else "-1")
+    for procs in tree.rglob("cgroup.procs"):
+        for pid in procs.read_text().split():
+            try:
+                (SLOW_CGROUP / "cgroup.procs").write_text(pid)
+            except OSError:
+                pass  # gone meanwhile
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--delay-ms", type=int, default=100)
+    ap.add_argument("--cpu-percent", type=int, default=5, help="the slowed host's CPU, percent of one core")
     ap.add_argument("--keep", action="store_true", help="leave the bench lab up")
     ap.add_argument("--reuse", action="store_true", help="the bench lab is up and deployed: measure only")
     a = ap.parse_args()
@@ -131,12 +141,12 @@ def main() -> None:
     others = [n for n in names if n != SLOW]
     sets = {1: ["lab-c1"], 8: [SLOW] + others[:7], 24: names}
     results: dict[str, list] = {}
-    print(f"\nhosts: {len(names)}; serving vLLM: {', '.join(serving)}; slowed: {SLOW} (+{a.delay_ms} ms a packet "
-          f"to it); shards: {fleetrun.shard_count(HOSTS)} on {os.cpu_count()} cores\n", flush=True)
+    print(f"\nhosts: {len(names)}; serving vLLM: {', '.join(serving)}; slowed: {SLOW} ({a.cpu_percent} % of a "
+          f"core); shards: {fleetrun.shard_count(HOSTS)} on {os.cpu_count()} cores\n", flush=True)
     try:
         for r in range(a.rounds):
             order = [False, True] if r % 2 == 0 else [True, False]
-            for delay in ([0, a.delay_ms] if r % 2 == 0 else [a.delay_ms, 0]):
+            for delay in ([0, a.cpu_percent] if r % 2 == 0 else [a.cpu_percent, 0]):
                 slow(SLOW, delay)
                 for n, hosts in sets.items():
                     if delay and SLOW not in hosts:

@@ -1,7 +1,10 @@
-"""State drift: the verify suite on every host, one pytest process per host, several at once.
+"""State drift: the verify suite on every host, in ``workers`` pytest processes at once, each with a
+share of the hosts (dealt round-robin, one after the other in its process).
 
 Each host's checks gather their state in a few round trips (verify/: one command per component),
-so a host costs the same whatever the fleet's size; hosts run in parallel (``workers``). Failures
+so a host costs the same whatever the fleet's size. A pytest process costs more than a host's
+checks (measured on the bench lab, benchmarks/fleet_scale.py: 3.1 s of CPU for a process with one
+host, 6.8 s for one with eight), so hosts share processes rather than each starting its own. Failures
 come back with the verify suite's own message, one line per setting that differs
 (`host: setting: expected X, actual Y`: verify/conftest.py's `expect`), read here into one problem
 per line, with the command that repairs it. Acceptance checks (``-m acceptance``: the throughput
@@ -69,6 +72,16 @@ def failures(host: str, check: str, message: str, repair: str) -> list[Problem]:
     return out
 
 
+def host_of(nodeid: str, tokens: dict[str, str]) -> str | None:
+    """The host a verify test ran on, from its id's parameters (testinfra's host id, e.g.
+    "ssh://lab-c1", alone or joined with others by "-"): the longest token that is a whole part, so
+    "ssh://lab-c1" is not taken for "ssh://lab-c10"."""
+    params = nodeid[nodeid.find("[") + 1:-1] if nodeid.endswith("]") else ""
+    found = [t for t in tokens if params == t or params.startswith(t + "-") or params.endswith("-" + t)
+             or f"-{t}-" in params]
+    return tokens[max(found, key=len)] if found else None
+
+
 def verify(inventory: str, hosts: list[dict], workers: int = 8, marker: str = "not acceptance",
            timeout_s: int = 1800, data: list[str] | None = None, figures: dict[str, dict] | None = None
            ) -> tuple[list[Problem], dict[str, int], dict[str, list[str]]]:
@@ -80,21 +93,30 @@ def verify(inventory: str, hosts: list[dict], workers: int = 8, marker: str = "n
     ssh_config.touch()
     urls = {h["name"]: testinfra_url(h["name"], h["data"], ssh_config) for h in hosts}
 
-    def one(name: str):
-        results = tmp / f"{name}.jsonl"
-        args = [sys.executable, "-m", "pytest", str(ROOT / "verify"), "-q", "-p", "no:cacheprovider",
-                "-p", "llmfleet.audit.pytest_plugin", f"--hosts={urls[name]}", "--inventory", inventory,
-                "-m", marker, "-o", "addopts="] + [a for kv in (data or []) for a in ("--data", kv)]
-        proc = subprocess.run(args, capture_output=True, text=True, cwd=ROOT, timeout=timeout_s,
-                              env={**os.environ, "LLMFLEET_AUDIT_RESULTS": str(results)})
-        lines = [json.loads(x) for x in results.read_text().splitlines()] if results.is_file() else []
-        return name, proc, lines
+    tokens = {urls[n].split("?", 1)[0]: n for n in urls}
 
+    def one(i: int, names: list[str]) -> list[tuple[str, subprocess.CompletedProcess, list[dict]]]:
+        results = tmp / f"part-{i}.jsonl"
+        args = [sys.executable, "-m", "pytest", str(ROOT / "verify"), "-q", "-p", "no:cacheprovider",
+                "-p", "llmfleet.audit.pytest_plugin", f"--hosts={','.join(urls[n] for n in names)}",
+                "--inventory", inventory, "-m", marker, "-o", "addopts="] + \
+            [a for kv in (data or []) for a in ("--data", kv)]
+        proc = subprocess.run(args, capture_output=True, text=True, cwd=ROOT, timeout=timeout_s * len(names),
+                              env={**os.environ, "LLMFLEET_AUDIT_RESULTS": str(results)})
+        rows = [json.loads(x) for x in results.read_text().splitlines()] if results.is_file() else []
+        by_host: dict[str, list[dict]] = {n: [] for n in names}
+        for r in rows:
+            host = host_of(r["nodeid"], tokens)
+            if host in by_host:
+                by_host[host].append(r)
+        return [(n, proc, by_host[n]) for n in names]
+
+    parts = [names for names in (list(urls)[i::max(1, workers)] for i in range(max(1, workers))) if names]
     problems: list[Problem] = []
     counts: dict[str, int] = {}
     notes: dict[str, list[str]] = {}
-    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        for name, proc, lines in pool.map(one, list(urls)):
+    with ThreadPoolExecutor(max_workers=max(1, len(parts))) as pool:
+        for name, proc, lines in [x for part in pool.map(one, range(len(parts)), parts) for x in part]:
             host_token = urls[name].split("?", 1)[0]
             counts[name] = sum(1 for r in lines if r["when"] == "call")
             if figures is not None:

@@ -135,7 +135,10 @@ def test_drift_by_hand_is_found_exactly_waived_and_cleared(lab, fleet_dirs, tmp_
     link = state()["hosts"]["lab-c3"]["link"]
     subprocess.run(["ip", "link", "set", link, "down"], check=True)
     try:
-        p = audit(state_dir, out_dir, "--limit", "lab_containers", "--waivers", str(waivers))
+        # two verify processes and two dry runs for the three hosts that answer: each host's problems
+        # are told apart within a process, and the shards' plans are put together
+        p = audit(state_dir, out_dir, "--limit", "lab_containers", "--waivers", str(waivers), "--workers", "2",
+                  "--shards", "2")
     finally:
         subprocess.run(["ip", "link", "set", link, "up"], check=True)
     assert p.returncode == 1, p.stdout[-4000:]
@@ -159,7 +162,7 @@ def test_drift_by_hand_is_found_exactly_waived_and_cleared(lab, fleet_dirs, tmp_
     # a deploy puts every host back (the two at once: harness.deploy_at_once); the next audit is
     # clean and says what was resolved
     deploy_at_once(("lab-c1", "lab-c2"))
-    after = audit(state_dir, out_dir, "--limit", "lab_containers")
+    after = audit(state_dir, out_dir, "--limit", "lab_containers", "--workers", "2", "--shards", "2")
     # after a clean deploy the audit exits 0 and says so
     assert after.returncode == 0, after.stdout[-4000:]
     assert "4 hosts: 4 clean, 0 with drift, 0 unreachable" in " ".join(after.stdout.split())

@@ -419,3 +419,16 @@ def test_gpu_check_failures_as_an_h200_checked_as_a_v100_reports_them_read_as_wh
         ("GPU 0: retired pages pending (page retirement)", "0", "error: Not Supported"),
         ("nvidia_driver_flavour (NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04)",
          "proprietary", "open")]
+
+
+def test_a_verify_result_is_told_to_its_host_by_the_whole_host_id_not_a_prefix():
+    from llmfleet.audit.state_drift import host_of
+
+    tokens = {"ssh://lab-c1": "lab-c1", "ssh://lab-c10": "lab-c10", "local://": "@local"}
+    assert host_of("verify/test_sysctls.py::test_sysctls[ssh://lab-c10]", tokens) == "lab-c10"
+    assert host_of("verify/test_sysctls.py::test_sysctls[ssh://lab-c1]", tokens) == "lab-c1"
+    assert host_of("verify/test_gpu.py::test_x[0-ssh://lab-c1]", tokens) == "lab-c1"
+    assert host_of("verify/test_gpu.py::test_x[ssh://lab-c10-0]", tokens) == "lab-c10"
+    assert host_of("verify/test_gpu.py::test_x[local://]", tokens) == "@local"
+    assert host_of("verify/test_gpu.py::test_x[ssh://lab-c2]", tokens) is None
+    assert host_of("verify/conftest.py::setup", tokens) is None
