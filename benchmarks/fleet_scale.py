@@ -208,6 +208,8 @@ def main() -> None:
     print("raw figures: reports/fleet_scale.json")
     if not a.keep:
         sh(llmfleet, "lab", "down")
+        if SLOW_CGROUP.exists():
+            SLOW_CGROUP.rmdir()  # empty once the lab's processes are gone
 
 
 if __name__ == "__main__":
