@@ -130,8 +130,9 @@ def main() -> None:
               f"{p.returncode}: {p.stdout.strip().splitlines()[-1:]}", flush=True)
         if p.returncode != 0:
             sys.exit(p.stdout[-3000:] + p.stderr[-3000:])
-    names = [h["name"] for h in read_inventory(INV)]
-    serving = [h["name"] for h in read_inventory(INV) if h["data"].get("vllm_enabled")]
+    inventory = read_inventory(INV)
+    names = [h["name"] for h in inventory]
+    serving = [h["name"] for h in inventory if h["data"].get("vllm_enabled")]
     assert SLOW in names and SLOW not in serving, (names, serving)
     fp = sh(str(BIN / "pyinfra"), INV, "fact", "llmfleet.facts.HardwareFingerprint", "--json", "-y").stdout
     for host, value in json.loads(fp[fp.index("{"):])["llmfleet.facts.HardwareFingerprint"].items():

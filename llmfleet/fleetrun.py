@@ -30,6 +30,7 @@ import subprocess
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -104,15 +105,12 @@ def run(argv: Callable[[list[str]], list[str]], shards: list[list[str]], log_dir
             reader.join()
         shard.seconds = time.monotonic() - t0
 
-    threads = [threading.Thread(target=one, args=(s,)) for s in out]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    with ThreadPoolExecutor(max_workers=len(out) or 1) as pool:
+        list(pool.map(one, out))
     return out
 
 
-def _host_errors(log: str, hosts: list[str]) -> dict[str, str]:
+def host_errors(log: str, hosts: list[str]) -> dict[str, str]:
     """The first error line pyinfra printed for each host ("    [host] Error: ...")."""
     out: dict[str, str] = {}
     for line in log.splitlines():
@@ -151,7 +149,7 @@ def outcome(shard: Shard) -> dict[str, dict]:
     results = doc.get("results") or {}
     if not results:  # pyinfra stopped before its results (in step: every host failed, "No hosts remaining")
         why = f"pyinfra exited {shard.returncode} without results (its log: {shard.log_path})"
-        said = _host_errors(shard.log_path.read_text() if shard.log_path and shard.log_path.exists() else "",
+        said = host_errors(shard.log_path.read_text() if shard.log_path and shard.log_path.exists() else "",
                             shard.hosts)
         return {h: {"ok": False, "changed": [], "failed": f"{said[h]}; {why}" if h in said else why}
                 for h in shard.hosts}
@@ -196,8 +194,8 @@ def deploy(inventory: str, limit: list[str] | None, data: list[str], shards: int
                                             "seconds": round(s.seconds, 1), "log": str(s.log_path)} for s in done],
         "seconds": round(time.monotonic() - t0, 1), "hosts": hosts,
         "failed": sorted(h for h, o in hosts.items() if not o["ok"]),
-        "reboot_roll_stopped": roll.Roll("reboot", roll_dir).stopped(),
-        "vllm_roll_stopped": roll.Roll("vllm", roll_dir).stopped(),
+        "reboot_roll_stopped": roll.Roll(roll.REBOOT, roll_dir).stopped(),
+        "vllm_roll_stopped": roll.Roll(roll.VLLM, roll_dir).stopped(),
     }
     (folder / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
     summary["path"] = str(folder / "summary.json")

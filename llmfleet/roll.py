@@ -33,6 +33,7 @@ from typing import Any, Callable
 
 ENV = "LLMFLEET_ROLL_DIR"
 POLL_S = 0.5
+REBOOT, VLLM = "reboot", "vllm"  # the rolls of deploy.py (operations/reboot.py, operations/vllm.py)
 
 
 @dataclass
@@ -130,13 +131,14 @@ def folder() -> Path:
         path = Path(shared)
         path.mkdir(parents=True, exist_ok=True)
         return path
-    if "" not in _OWN:
-        _OWN[""] = Path(tempfile.mkdtemp(prefix="llmfleet-roll-"))
-        atexit.register(shutil.rmtree, _OWN[""], True)
-    return _OWN[""]
+    global _own
+    if _own is None:
+        _own = Path(tempfile.mkdtemp(prefix="llmfleet-roll-"))
+        atexit.register(shutil.rmtree, _own, True)
+    return _own
 
 
-_OWN: dict[str, Path] = {}
+_own: Path | None = None
 
 
 def get(name: str, sleep: Callable[[float], Any] = time.sleep) -> Roll:

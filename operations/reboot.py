@@ -23,7 +23,7 @@ from llmfleet.facts import BootState, IsContainer
 from llmfleet.settings import Settings
 from operations import kernel_cmdline
 
-ROLL = "reboot"  # the roll's name in llmfleet/roll.py: its slots and its stop, shared by every host of a deploy
+ROLL = roll.REBOOT  # its slots and its stop (llmfleet/roll.py), shared by every host of a deploy
 _BOOT_IDS: dict[str, str] = {}
 
 
@@ -50,9 +50,13 @@ def _run(host, command: str) -> tuple[bool, str]:
     return ok, output.stdout.strip()
 
 
+def _roll() -> roll.Roll:
+    return roll.get(ROLL, gevent.sleep)  # waiting for a slot lets the other hosts' greenlets run
+
+
 def _gate(state, host, limit: int) -> bool:
     """Hold one of the roll's `limit` slots (reboot_max_unavailable) until the host is back."""
-    why = roll.get(ROLL, gevent.sleep).enter(host.name, limit, gevent.getcurrent())
+    why = _roll().enter(host.name, limit, gevent.getcurrent())
     if why:
         host.log_styled(f"not rebooted: the roll stopped after {why}", fg="red", log_func=logger.error)
         return False
@@ -66,7 +70,7 @@ def _record_boot_id(state, host) -> bool:
 
 
 def _stop_roll(host, why: str) -> bool:
-    roll.get(ROLL, gevent.sleep).stop(host.name, why)
+    _roll().stop(host.name, why)
     host.log_styled(f"reboot failed: {why}; stopping the roll", fg="red", log_func=logger.error)
     return False
 
@@ -111,7 +115,7 @@ def _wait_back(state, host, expect_tokens: list[str], timeout_s: int) -> bool:
         if missing:
             return _stop_roll(host, f"came back without {' '.join(missing)} on its kernel command line")
         host.log_styled("rebooted and healthy", fg="green", log_func=logger.info)
-        roll.get(ROLL, gevent.sleep).leave(host.name)
+        _roll().leave(host.name)
         return True
     except Exception as exc:  # noqa: BLE001 - pyinfra would log and carry on; the roll must stop
         return _stop_roll(host, f"could not be checked after its reboot ({exc})")

@@ -69,7 +69,11 @@ PIP = "-m pip {} -q --no-cache-dir --disable-pip-version-check"
 # The stop itself, and the slots that keep a serving host's restart within vllm_max_unavailable
 # when hosts do not run in step, are llmfleet/roll.py's (shared by every shard of a deploy).
 _ROLL: dict = {"started": {}, "finished": set()}
-ROLL = "vllm"  # the roll's name in llmfleet/roll.py
+ROLL = roll.VLLM  # its slots and its stop (llmfleet/roll.py)
+
+
+def _roll() -> roll.Roll:
+    return roll.get(ROLL, gevent.sleep)  # waiting for a slot lets the other hosts' greenlets run
 
 
 def _failed_rolls(state) -> list[str]:
@@ -391,7 +395,7 @@ def switch_args(settings: Settings, causes: dict) -> list[str]:
 def _gate(state, host, causes: dict, limit: int | None = None) -> bool:
     """A serving host (`limit`: vllm_max_unavailable) holds a slot of the roll until it is ready
     again; a host that serves nothing now takes no capacity away and holds none."""
-    this = roll.get(ROLL, gevent.sleep)
+    this = _roll()
     failed = _failed_rolls(state)
     if failed and not this.stopped():
         this.stop(failed[0])
@@ -436,7 +440,7 @@ def _wait_ready(state, host, settings: Settings, outcome: dict) -> bool:
     outcome.update(_ready(host, settings))
     if outcome["ok"]:
         _ROLL["finished"].add(host.name)
-        roll.get(ROLL, gevent.sleep).leave(host.name)
+        _roll().leave(host.name)
         host.log_styled(f"vllm: ready in {outcome['seconds']}s (health and a 1-token completion)", fg="green",
                         log_func=logger.info)
     return True  # not ready: the operation goes on to switch back, then stops the roll
@@ -448,7 +452,7 @@ def _stop(state, host, settings: Settings, outcome: dict, switched_back: bool) -
         again = _ready(host, settings)
         why += ("; switched back to the previous version, which is serving again" if again["ok"]
                 else f"; switched back to the previous version, which is not ready either: {again['why']}")
-    roll.get(ROLL, gevent.sleep).stop(host.name)
+    _roll().stop(host.name)
     host.log_styled(f"vllm: not ready: {why}; stopping the roll", fg="red", log_func=logger.error)
     return False
 
@@ -785,7 +789,7 @@ def _roll_layout(state, host, settings: Settings, units: list[str], dropped: lis
         _run(host, "systemctl daemon-reload")
     outcome["ok"] = True
     _ROLL["finished"].add(host.name)
-    roll.get(ROLL, gevent.sleep).leave(host.name)
+    _roll().leave(host.name)
     return True
 
 
@@ -813,7 +817,7 @@ def _stop_layout(state, host, outcome: dict, switched_back: bool) -> bool:
         again = outcome.get("again", {"ok": False, "why": "not checked"})
         why += ("; switched back to the previous version, which is serving again" if again["ok"]
                 else f"; switched back to the previous version, which is not ready either: {again['why']}")
-    roll.get(ROLL, gevent.sleep).stop(host.name)
+    _roll().stop(host.name)
     host.log_styled(f"vllm: not ready: {why}; stopping the roll", fg="red", log_func=logger.error)
     return False
 

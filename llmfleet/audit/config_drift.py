@@ -8,7 +8,6 @@ command) can be waived by its check id, e.g. `deploy: server.shell*`."""
 
 from __future__ import annotations
 
-import re
 import sys
 import tempfile
 from pathlib import Path
@@ -57,11 +56,7 @@ def _read(inventory: str, hosts: list[str], returncode: int, doc: dict | None, s
     notes: dict[str, list[str]] = {}
     if returncode != 0:
         # a host whose operations could not be planned is not clean: say so, with pyinfra's line
-        failed: dict[str, str] = {}
-        for line in stderr.splitlines():
-            m = re.match(r"\s*\[([^\]]+)\]\s+(.*)", line)
-            if m and m.group(1) in hosts and "error" in line.lower():
-                failed.setdefault(m.group(1), m.group(2).strip())
+        failed = fleetrun.host_errors(stderr, hosts)
         if not failed:
             raise AuditError(f"the deploy's dry run failed (exit {returncode}): {_last_error(stderr)}")
         for h, why in sorted(failed.items()):

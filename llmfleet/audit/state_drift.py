@@ -21,6 +21,7 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from llmfleet import fleetrun
 from llmfleet.audit.model import Problem, deploy_command
 from llmfleet.audit.testinfra import testinfra_url
 from llmfleet.inventory import ROOT
@@ -111,7 +112,7 @@ def verify(inventory: str, hosts: list[dict], workers: int = 8, marker: str = "n
                 by_host[host].append(r)
         return [(n, proc, by_host[n]) for n in names]
 
-    parts = [names for names in (list(urls)[i::max(1, workers)] for i in range(max(1, workers))) if names]
+    parts = fleetrun.split(list(urls), max(1, workers))
     problems: list[Problem] = []
     counts: dict[str, int] = {}
     notes: dict[str, list[str]] = {}
