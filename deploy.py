@@ -8,6 +8,7 @@ Settings are validated first: invalid group data stops the deploy before any hos
 
 from pyinfra import host
 
+from llmfleet import factmemo
 from llmfleet.settings import settings_for
 from operations import (
                         base_packages,
@@ -33,6 +34,7 @@ from operations import (
                         vllm,
 )
 
+factmemo.install()  # each fact read once per host until something runs there (llmfleet/factmemo.py)
 settings = settings_for(host)
 
 # host baseline
