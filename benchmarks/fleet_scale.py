@@ -4,7 +4,7 @@ one host slowed on purpose, in step (one pyinfra process, every host waiting at 
 in shards (`llmfleet deploy`: pyinfra --no-wait processes); the control machine's CPU seconds per
 host, and a projection to 500 hosts on an 8-core control machine.
 
-    .venv/bin/python benchmarks/fleet_scale.py [--rounds 2] [--cpu-percent 5] [--keep] [--reuse]
+    .venv/bin/python benchmarks/fleet_scale.py [--rounds 2] [--cpu-percent 5] [--keep] [--reuse] [--audit-only]
 
 A lab of its own (/var/lib/llmfleet/bench-lab, 10.76.0.0/24, prefix llmb) of 24 containers, its
 inventory benchmarks/inventories/lab.py (vLLM on 3 hosts only). The slowed host runs on a CPU
@@ -115,6 +115,7 @@ def main() -> None:
     ap.add_argument("--cpu-percent", type=int, default=5, help="the slowed host's CPU, percent of one core")
     ap.add_argument("--keep", action="store_true", help="leave the bench lab up")
     ap.add_argument("--reuse", action="store_true", help="the bench lab is up and deployed: measure only")
+    ap.add_argument("--audit-only", action="store_true", help="only the audits (1, 8, 24 hosts, and slowed)")
     a = ap.parse_args()
     llmfleet = str(BIN / "llmfleet")
     work = Path(tempfile.mkdtemp(prefix="llmfleet-fleet-scale-"))
@@ -150,7 +151,7 @@ def main() -> None:
             for delay in ([0, a.cpu_percent] if r % 2 == 0 else [a.cpu_percent, 0]):
                 slow(SLOW, delay)
                 for n, hosts in sets.items():
-                    if delay and SLOW not in hosts:
+                    if a.audit_only or (delay and SLOW not in hosts):
                         continue
                     for sharded in order:
                         key = f"deploy {'sharded' if sharded else 'in-step'} {n} {'slowed' if delay else 'plain'}"
@@ -181,7 +182,7 @@ def main() -> None:
 
     print("\nmedians of", a.rounds, "round(s), one run, order alternated each round:")
     print(f"{'':30s} {'1 host':>10s} {'8 hosts':>10s} {'24 hosts':>10s} {'cpu s/host (24)':>16s}")
-    for mode in ("in-step", "sharded"):
+    for mode in (() if a.audit_only else ("in-step", "sharded")):
         for cond in ("plain", "slowed"):
             cells = []
             for n in (1, 8, 24):
@@ -193,11 +194,12 @@ def main() -> None:
     print(f"audit, plain{'':18s} {audit_cells} {med('audit 24 plain', 'cpu') / 24:14.2f}")
     print(f"audit, 24 hosts with {SLOW} slowed: {med('audit 24 slowed'):.1f} s")
     print(f"\naudit 24 hosts / 1 host: {med('audit 24 plain') / med('audit 1 plain'):.2f} (wall time)")
-    for mode in ("in-step", "sharded"):
+    for mode in (() if a.audit_only else ("in-step", "sharded")):
         own = slow_done(f"deploy {mode} 24 slowed") - slow_done(f"deploy {mode} 24 plain")
         added = others_done(f"deploy {mode} 24 slowed") - others_done(f"deploy {mode} 24 plain")
         print(f"{mode:8s}: {SLOW} slowed finishes {own:+.1f} s later; the other 23 finish {added:+.1f} s later")
-    for what, key in (("no-change deploy, sharded", "deploy sharded 24 plain"), ("audit", "audit 24 plain")):
+    for what, key in ((() if a.audit_only else (("no-change deploy, sharded", "deploy sharded 24 plain"),))
+                      + (("audit", "audit 24 plain"),)):
         per_host = med(key, "cpu") / 24
         floor = med(key.replace("24", "1"))
         projected = max(floor, per_host * 500 / 8)

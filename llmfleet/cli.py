@@ -678,8 +678,8 @@ def _state_dir(value: str | None):
               "reason, expires.")
 @click.option("--state-dir", help=STATE_DIR_HELP)
 @click.option("--out-dir", default="reports/audit", show_default=True, help="Reports go to OUT/<timestamp>/.")
-@click.option("--workers", type=click.IntRange(min=1), default=8, show_default=True,
-              help="Verify processes run at once, the hosts dealt among them.")
+@click.option("--workers", type=click.IntRange(min=1), help="Verify processes run at once, the hosts dealt "
+              "among them. Default: one per core of this machine, at least 4 hosts each (as --shards).")
 @click.option("--skip", type=click.Choice(["hardware", "config", "state"]), multiple=True,
               help="Leave a kind of drift out (repeatable).")
 @click.option("--data", multiple=True, help="Override a setting for every host, as pyinfra's --data (repeatable).")

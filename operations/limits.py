@@ -1,9 +1,11 @@
 """limits: the service account's open-file and locked-memory limits, for logins (limits.d) and
 for every systemd service (system.conf.d DefaultLimit*, since services ignore limits.d)."""
 
-from pyinfra.api import deploy
+from pyinfra import host
+from pyinfra.api import deploy, operation
 from pyinfra.operations import files, server
 
+from llmfleet.facts import Account
 from llmfleet.settings import Settings
 from operations import template
 
@@ -15,11 +17,29 @@ def systemd_value(value) -> str:
     return "infinity" if value == "unlimited" else str(value)
 
 
+@operation()
+def service_account(user: str, home: str, shell: str):
+    """
+    A system account with this home (owned by it and its group) and shell: pyinfra's server.user
+    when anything differs, after one cheap read (server.user reads the Users fact, several commands
+    per account on the host, every run).
+
+    + user: the account
+    + home: its home directory, created when missing
+    + shell: its login shell
+    """
+    have = host.get_fact(Account, user=user)
+    if have == {"home": home, "shell": shell, "home_owner": f"{user}:{user}"}:
+        host.noop(f"service account {user} exists (home {home}, shell {shell})")
+        return
+    yield from server.user._inner(user=user, system=True, shell=shell, home=home, create_home=True)
+
+
 @deploy("limits")
 def configure(settings: Settings):
     """Create the service account if missing and set `limits_nofile` and `limits_memlock` for it."""
-    server.user(name="service account exists", user=settings.service_user, system=True,
-                shell="/usr/sbin/nologin", home=f"/var/lib/{settings.service_user}", create_home=True)
+    service_account(name="service account exists", user=settings.service_user,
+                    home=f"/var/lib/{settings.service_user}", shell="/usr/sbin/nologin")
     files.template(name="limits.d has the service account's limits", src=template("limits", "90-llmfleet.conf.j2"),
                    dest=LIMITS_FILE, mode="644", settings=settings)
     files.directory(name="system.conf.d exists", path="/etc/systemd/system.conf.d", mode="755")

@@ -6,7 +6,7 @@ import datetime as dt
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from llmfleet import acceptance
+from llmfleet import acceptance, fleetrun
 from llmfleet.audit import config_drift, fingerprint, metrics, report, state_drift, waivers
 from llmfleet.audit.model import HostResult, Problem
 from llmfleet.inventory import read as read_inventory
@@ -51,7 +51,7 @@ def waiver_repair(waivers_file: Path | str | None) -> str:
 
 
 def audit(inventory: str, limit: list[str] | None, state_dir: Path, out_dir: Path, waivers_file: Path | None,
-          workers: int = 8, skip: tuple[str, ...] = (), today: dt.date | None = None, log=print,
+          workers: int | None = None, skip: tuple[str, ...] = (), today: dt.date | None = None, log=print,
           data: list[str] | None = None, shards: int | None = None) -> tuple[dict, dict]:
     today = today or dt.date.today()
     waiver_list = waivers.load(waivers_file) if waivers_file else []
@@ -82,7 +82,8 @@ def audit(inventory: str, limit: list[str] | None, state_dir: Path, out_dir: Pat
     with ThreadPoolExecutor(max_workers=2) as pool:
         config_job = pool.submit(config_drift.plan, inventory, [h["name"] for h in reachable], data, shards) \
             if "config" not in skip else None
-        state_job = pool.submit(state_drift.verify, inventory, reachable, workers, data=data, figures=figures) \
+        state_job = pool.submit(state_drift.verify, inventory, reachable,
+                                fleetrun.shard_count(len(reachable), workers), data=data, figures=figures) \
             if "state" not in skip else None
         if config_job:
             log("audit: config drift (the deploy's dry run) ...")
