@@ -193,9 +193,11 @@ def test_crashed_host_is_reported_and_recovered(lab):
     assert {n: p for n, p in after.items() if n != "lab-c3"} == {n: p for n, p in pids.items() if n != "lab-c3"}
     assert lab_ssh("lab-c3", "systemctl is-system-running").stdout.strip() == "running"
     # the old lab-c3 (its supervisor was killed, the container itself lived on) is gone: one
-    # systemd-nspawn for lab-c3 remains, the new one
+    # systemd-nspawn for this lab's lab-c3 remains, the new one (a demo or bench lab beside this one
+    # has a lab-c3 of its own, under its own directory)
+    root = f"\0-D\0{LAB_ENV['LLMFLEET_LAB_DIR']}/hosts/lab-c3/root\0".encode()
     nspawns = [p for p in Path("/proc").iterdir() if p.name.isdigit() and b"--machine=lab-c3\0" in
-               _cmdline(p) and _cmdline(p).startswith(b"systemd-nspawn")]
+               _cmdline(p) and _cmdline(p).startswith(b"systemd-nspawn") and root in _cmdline(p)]
     assert len(nspawns) == 1
 
 
