@@ -5,6 +5,7 @@ in shards (`llmfleet deploy`: pyinfra --no-wait processes); the control machine'
 host, and a projection to 500 hosts on an 8-core control machine.
 
     .venv/bin/python benchmarks/fleet_scale.py [--rounds 2] [--cpu-percent 5] [--keep] [--reuse] [--audit-only]
+                                               [--phases]
 
 A lab of its own (/var/lib/llmfleet/bench-lab, 10.76.0.0/24, prefix llmb) of 24 containers, its
 inventory benchmarks/inventories/lab.py (vLLM on 3 hosts only). The slowed host runs on a CPU
@@ -126,6 +127,33 @@ def timed_audit(hosts: list[str], state_dir: Path, out_dir: Path) -> dict:
             "line": (summary or [p.stdout[-200:]])[-1].strip()}
 
 
+def audit_phases(inventory: list[dict], n: int) -> list[str]:
+    """Each part of an audit alone, as llmfleet/audit/run.py calls it (the dry run and the verify
+    suite run side by side there): wall, the control side's CPU (this process and its children),
+    the hosts' own."""
+    from llmfleet.audit import config_drift, fingerprint, state_drift
+
+    chosen = [h for h in inventory if h["name"] == "lab-c1"] if n == 1 else inventory[:n]
+    names = [h["name"] for h in chosen]
+
+    def own_cpu() -> float:
+        ru = resource.getrusage(resource.RUSAGE_SELF)
+        return ru.ru_utime + ru.ru_stime
+
+    lines = []
+    for what, run in (("inventory read", lambda: read_inventory(INV, None, names)),
+                      ("fingerprints", lambda: fingerprint.read(INV, names)),
+                      ("dry run", lambda: config_drift.plan(INV, names)),
+                      ("verify suite", lambda: state_drift.verify(INV, chosen, fleetrun.shard_count(len(chosen))))):
+        t0, c0, h0 = time.monotonic(), children_cpu() + own_cpu(), hosts_cpu()
+        run()
+        wall, cpu, own = time.monotonic() - t0, children_cpu() + own_cpu() - c0, hosts_cpu() - h0
+        lines.append(f"audit part, {n:2d} host(s): {what:15s} wall {wall:5.1f} s, control {cpu:5.1f} CPU s "
+                     f"({cpu / n:.2f} a host), hosts' own {own:5.1f} CPU s ({own / n:.2f} a host)")
+        print(lines[-1], flush=True)
+    return lines
+
+
 SLOW_CGROUP = Path("/sys/fs/cgroup/cpu/llmfleet-bench-slow")  # cgroup v1's cpu controller (this machine's)
 
 
@@ -153,6 +181,8 @@ def main() -> None:
     ap.add_argument("--keep", action="store_true", help="leave the bench lab up")
     ap.add_argument("--reuse", action="store_true", help="the bench lab is up and deployed: measure only")
     ap.add_argument("--audit-only", action="store_true", help="only the audits (1, 8, 24 hosts, and slowed)")
+    ap.add_argument("--phases", action="store_true",
+                    help="also each part of the audit alone (inventory, fingerprint, dry run, verify), 1 and 24 hosts")
     a = ap.parse_args()
     llmfleet = str(BIN / "llmfleet")
     work = Path(tempfile.mkdtemp(prefix="llmfleet-fleet-scale-"))
@@ -210,6 +240,11 @@ def main() -> None:
                     print(f"round {r + 1}: {key:32s} wall {res['wall']:6.1f} s, cpu {res['cpu']:6.1f} s (hosts "
                           f"{res['hosts_cpu']:6.1f} s), exit "
                           f"{res['exit']}: {res['line'][:150]}", flush=True)
+        if a.phases:
+            slow(SLOW, None)
+            print("\neach part of the audit alone (no host slowed):", flush=True)
+            for n in (1, 24):
+                audit_phases(inventory, n)
     finally:
         slow(SLOW, None)
         prometheus(signal.SIGCONT)
@@ -245,6 +280,11 @@ def main() -> None:
           f"and the hosts' own commands {own:.0f} CPU s, on this machine's {cores} cores "
           f"({cores} x {med('audit 24 plain'):.0f} s = {cores * med('audit 24 plain'):.0f} CPU s "
           "of room)")
+    floor = (control + own) / cores
+    print(f"floor on this machine: {control + own:.0f} CPU s over {cores} cores = {floor:.0f} s for 24 hosts, a 24 / 1 "
+          f"ratio of at least {floor / med('audit 1 plain'):.2f} however the work is spread; the hosts' own commands "
+          f"alone: {own / cores:.0f} s ({own / cores / med('audit 1 plain'):.2f}). A fleet's hosts run their own "
+          "commands on their own CPUs: there the control side's share is what grows with the fleet")
     for mode in (() if a.audit_only else ("in-step", "sharded")):
         own = slow_done(f"deploy {mode} 24 slowed") - slow_done(f"deploy {mode} 24 plain")
         added = others_done(f"deploy {mode} 24 slowed") - others_done(f"deploy {mode} 24 plain")
