@@ -140,11 +140,15 @@ def lab_service(action: str, name: str) -> None:
 
 @lab.command("prometheus")
 @click.option("--json", "as_json", is_flag=True, help="Print the address and the targets as JSON.")
-def lab_prometheus(as_json: bool) -> None:
-    """The lab's Prometheus: its address, what it scrapes (job, host, target, health) and the alerts firing."""
+@click.option("--settle", "settle_s", type=click.FloatRange(min=0), default=30, show_default=True,
+              help="Seconds to wait, at most, for every target to be scraped and every rule evaluated since "
+                   "this command began, so that the alerts judge the targets as they are now (0: no wait).")
+def lab_prometheus(as_json: bool, settle_s: float) -> None:
+    """The lab's Prometheus: its address, what it scrapes (job, host, target, health) and the alerts firing,
+    as of a scrape and a rule evaluation after this command began (an audit just run is counted)."""
     from llmfleet.lab.prometheus import summary
 
-    doc = summary()
+    doc = summary(settle_s)
     if as_json:
         click.echo(json.dumps(doc, indent=2))
         return
@@ -158,8 +162,15 @@ def lab_prometheus(as_json: bool) -> None:
         table.add_row(t["job"], t["host"], t["target"], f"[{colour}]{t['health']}[/]", t["error"])
     wide.print(table)
     firing = [a for a in doc["alerts"] if a["state"] == "firing"]
+    if not doc["settled"]:
+        wide.print(f"(not every target was scraped, and every rule evaluated, in the {settle_s:g} s waited: "
+                   "the alerts below may judge older values)", highlight=False)
     wide.print(f"alerts firing: {', '.join(a['name'] + ' (' + a['host'] + ')' for a in firing) or 'none'}",
                   highlight=False)
+    pending = [a for a in doc["alerts"] if a["state"] == "pending"]
+    if pending:
+        wide.print("alerts pending (they fire if they hold for their `for:`): "
+                   f"{', '.join(a['name'] + ' (' + a['host'] + ')' for a in pending)}", highlight=False)
 
 
 @main.command("monitoring")

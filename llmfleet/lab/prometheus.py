@@ -3,7 +3,10 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
+import re
+import time
 import urllib.parse
 import urllib.request
 
@@ -40,12 +43,55 @@ def query(expr: str) -> list[dict]:
     return result["result"]
 
 
-def summary() -> dict:
-    targets = api("targets")
+def when(stamp: str) -> float:
+    """A time of Prometheus's API (Go's RFC 3339: nanoseconds, "Z" or an offset) as Unix time."""
+    m = re.fullmatch(r"(?P<head>[^.]+?)(?:\.(?P<frac>\d+))?(?P<zone>Z|[+-]\d\d:\d\d)", stamp)
+    if m is None:
+        raise LabError(f"the lab's Prometheus gave a time this does not read: {stamp!r}")
+    frac = (m["frac"] or "0")[:6].ljust(6, "0")
+    return dt.datetime.fromisoformat(f"{m['head']}.{frac}{m['zone'].replace('Z', '+00:00')}").timestamp()
+
+
+def scraped_since(since: float, targets: dict, seen: dict[str, float], now: float) -> dict[str, float]:
+    """`seen` with each target scraped after `since` (Unix time) added, at `now`: when this saw that
+    scrape done (lastScrape is when a scrape began, and the API shows it once its samples are in)."""
+    for t in targets["activeTargets"]:
+        key = f"{t['labels'].get('job', '')} {t['scrapeUrl']}"
+        if key not in seen and when(t["lastScrape"]) > since:
+            seen[key] = now
+    return seen
+
+
+def settled(seen: dict[str, float], targets: dict, rules: dict) -> bool:
+    """Whether every target has been scraped since (`seen`, from scraped_since) and every rule group
+    evaluated after the last of those scrapes was seen: its alerts then judge what the targets say now
+    (an audit that just wrote its metrics, a service just started), not what they said an interval
+    ago. (A target's latest scrape is no guide: with targets spread over the interval, one was
+    nearly always scraped after the last evaluation.)"""
+    if not targets["activeTargets"] or len(seen) < len(targets["activeTargets"]):
+        return False
+    return all(when(g["lastEvaluation"]) > max(seen.values()) for g in rules["groups"])
+
+
+def summary(settle_s: float = 0) -> dict:
+    """Address, targets and alerts. With `settle_s`, first wait (at most that long) until every target
+    has been scraped, and every rule group evaluated after that, since this call began; "settled" says
+    whether that happened."""
+    since = time.time()
+    deadline = time.monotonic() + settle_s
+    seen: dict[str, float] = {}
+    while True:
+        targets = api("targets")
+        rules = api("rules")
+        assert isinstance(targets, dict) and isinstance(rules, dict)
+        done = settled(scraped_since(since, targets, seen, time.time()), targets, rules)
+        if done or time.monotonic() >= deadline:
+            break
+        time.sleep(0.25)
     alerts = api("alerts")
-    rules = api("rules")
-    assert isinstance(targets, dict) and isinstance(alerts, dict) and isinstance(rules, dict)
+    assert isinstance(alerts, dict)
     return {
+        "settled": done,
         "url": url(), "config": str(prometheus_config_dir(LabPaths.from_env()) / "prometheus.yml"),
         "rules": sum(1 for g in rules["groups"] for r in g["rules"] if r["type"] == "alerting"),
         "targets": sorted(({"job": t["labels"].get("job", ""), "host": t["labels"].get("host", ""),

@@ -134,6 +134,12 @@ def test_an_audit_with_drift_shows_up_as_llmfleet_audit_series(lab, scraped, tmp
                "state", "--state-dir", str(tmp_path / "state"), "--out-dir", str(tmp_path / "reports"), check=False)
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "metrics of 1 host(s) written to" in proc.stderr
+    # asked at once, `llmfleet lab prometheus` answers as of a scrape and an evaluation after the audit
+    shown = json.loads(run(str(BIN / "llmfleet"), "lab", "prometheus", "--json").stdout)
+    assert shown["settled"], shown
+    active = {(a["name"], a["host"]) for a in shown["alerts"]}  # pending (the lab's `for:` is 6 s) or firing
+    assert ("AuditProblems", host) in active, shown["alerts"]
+    assert not [a for a in active if a[0] == "AuditTooOld"], shown["alerts"]  # absent() resolved by this audit
 
     def series():
         found = {r["metric"]["__name__"] + "/" + r["metric"].get("kind", ""): float(r["value"][1]) for r in
