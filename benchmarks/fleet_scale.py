@@ -62,8 +62,8 @@ def sh(*args: str, check: bool = True) -> subprocess.CompletedProcess:
     return proc
 
 
-def children_cpu() -> float:
-    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+def used_cpu(who: int = resource.RUSAGE_CHILDREN) -> float:
+    ru = resource.getrusage(who)
     return ru.ru_utime + ru.ru_stime
 
 
@@ -98,7 +98,7 @@ def prometheus(sig: int) -> None:
 def timed_deploy(hosts: list[str], sharded: bool, out: Path) -> dict:
     """One no-change deploy; wall, children's CPU, the hosts' own CPU, each host's finish (its last
     line), hosts failed."""
-    t0, c0, h0 = time.monotonic(), children_cpu(), hosts_cpu()
+    t0, c0, h0 = time.monotonic(), used_cpu(), hosts_cpu()
     last: dict[str, float] = {}
 
     def echo(line: str) -> None:
@@ -110,7 +110,7 @@ def timed_deploy(hosts: list[str], sharded: bool, out: Path) -> dict:
     parts = fleetrun.split(hosts, fleetrun.shard_count(len(hosts))) if sharded else [hosts]
     done = fleetrun.run(argv, parts, out / f"{'sharded' if sharded else 'in-step'}-{len(hosts)}-{time.time():.0f}",
                         echo=echo)
-    wall, cpu, host_cpu = time.monotonic() - t0, children_cpu() - c0, hosts_cpu() - h0
+    wall, cpu, host_cpu = time.monotonic() - t0, used_cpu() - c0, hosts_cpu() - h0
     failed = [h for s in done for h, o in fleetrun.outcome(s).items() if not o["ok"]]
     changed = [h for s in done for h, o in fleetrun.outcome(s).items() if o["changed"]]
     return {"wall": wall, "cpu": cpu, "hosts_cpu": host_cpu, "last": last, "failed": failed, "changed": changed,
@@ -118,40 +118,32 @@ def timed_deploy(hosts: list[str], sharded: bool, out: Path) -> dict:
 
 
 def timed_audit(hosts: list[str], state_dir: Path, out_dir: Path) -> dict:
-    t0, c0, h0 = time.monotonic(), children_cpu(), hosts_cpu()
+    t0, c0, h0 = time.monotonic(), used_cpu(), hosts_cpu()
     p = sh(str(BIN / "llmfleet"), "audit", INV, *[a for h in hosts for a in ("--limit", h)], "--state-dir",
            str(state_dir), "--out-dir", str(out_dir), check=False)
-    wall, cpu, host_cpu = time.monotonic() - t0, children_cpu() - c0, hosts_cpu() - h0
+    wall, cpu, host_cpu = time.monotonic() - t0, used_cpu() - c0, hosts_cpu() - h0
     summary = [ln for ln in (p.stdout + p.stderr).splitlines() if "host(s)" in ln and "clean" in ln.lower()]
     return {"wall": wall, "cpu": cpu, "hosts_cpu": host_cpu, "exit": p.returncode,
             "line": (summary or [p.stdout[-200:]])[-1].strip()}
 
 
-def audit_phases(inventory: list[dict], n: int) -> list[str]:
+def audit_phases(chosen: list[dict]) -> None:
     """Each part of an audit alone, as llmfleet/audit/run.py calls it (the dry run and the verify
     suite run side by side there): wall, the control side's CPU (this process and its children),
     the hosts' own."""
     from llmfleet.audit import config_drift, fingerprint, state_drift
 
-    chosen = [h for h in inventory if h["name"] == "lab-c1"] if n == 1 else inventory[:n]
-    names = [h["name"] for h in chosen]
-
-    def own_cpu() -> float:
-        ru = resource.getrusage(resource.RUSAGE_SELF)
-        return ru.ru_utime + ru.ru_stime
-
-    lines = []
+    names, n = [h["name"] for h in chosen], len(chosen)
     for what, run in (("inventory read", lambda: read_inventory(INV, None, names)),
                       ("fingerprints", lambda: fingerprint.read(INV, names)),
                       ("dry run", lambda: config_drift.plan(INV, names)),
-                      ("verify suite", lambda: state_drift.verify(INV, chosen, fleetrun.shard_count(len(chosen))))):
-        t0, c0, h0 = time.monotonic(), children_cpu() + own_cpu(), hosts_cpu()
+                      ("verify suite", lambda: state_drift.verify(INV, chosen, fleetrun.shard_count(n)))):
+        t0, c0, h0 = time.monotonic(), used_cpu() + used_cpu(resource.RUSAGE_SELF), hosts_cpu()
         run()
-        wall, cpu, own = time.monotonic() - t0, children_cpu() + own_cpu() - c0, hosts_cpu() - h0
-        lines.append(f"audit part, {n:2d} host(s): {what:15s} wall {wall:5.1f} s, control {cpu:5.1f} CPU s "
-                     f"({cpu / n:.2f} a host), hosts' own {own:5.1f} CPU s ({own / n:.2f} a host)")
-        print(lines[-1], flush=True)
-    return lines
+        wall, own = time.monotonic() - t0, hosts_cpu() - h0
+        cpu = used_cpu() + used_cpu(resource.RUSAGE_SELF) - c0
+        print(f"audit part, {n:2d} host(s): {what:15s} wall {wall:5.1f} s, control {cpu:5.1f} CPU s "
+              f"({cpu / n:.2f} a host), hosts' own {own:5.1f} CPU s ({own / n:.2f} a host)", flush=True)
 
 
 SLOW_CGROUP = Path("/sys/fs/cgroup/cpu/llmfleet-bench-slow")  # cgroup v1's cpu controller (this machine's)
@@ -245,7 +237,7 @@ def main() -> None:
             slow(SLOW, None)
             print("\neach part of the audit alone (no host slowed):", flush=True)
             for n in (1, 24):
-                audit_phases(inventory, n)
+                audit_phases([h for h in inventory if h["name"] in sets[n]])
     finally:
         slow(SLOW, None)
         prometheus(signal.SIGCONT)

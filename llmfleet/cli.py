@@ -161,16 +161,15 @@ def lab_prometheus(as_json: bool, settle_s: float) -> None:
         colour = "green" if t["health"] == "up" else "red"
         table.add_row(t["job"], t["host"], t["target"], f"[{colour}]{t['health']}[/]", t["error"])
     wide.print(table)
-    firing = [a for a in doc["alerts"] if a["state"] == "firing"]
+    def alerts(state: str) -> str:
+        return ", ".join(f"{a['name']} ({a['host']})" for a in doc["alerts"] if a["state"] == state)
+
     if not doc["settled"]:
         wide.print(f"(not every target was scraped, and every rule evaluated, in the {settle_s:g} s waited: "
                    "the alerts below may judge older values)", highlight=False)
-    wide.print(f"alerts firing: {', '.join(a['name'] + ' (' + a['host'] + ')' for a in firing) or 'none'}",
-                  highlight=False)
-    pending = [a for a in doc["alerts"] if a["state"] == "pending"]
-    if pending:
-        wide.print("alerts pending (they fire if they hold for their `for:`): "
-                   f"{', '.join(a['name'] + ' (' + a['host'] + ')' for a in pending)}", highlight=False)
+    wide.print(f"alerts firing: {alerts('firing') or 'none'}", highlight=False)
+    if alerts("pending"):
+        wide.print(f"alerts pending (they fire if they hold for their `for:`): {alerts('pending')}", highlight=False)
 
 
 @main.command("monitoring")

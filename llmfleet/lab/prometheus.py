@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import re
 import time
 import urllib.parse
 import urllib.request
@@ -44,12 +43,12 @@ def query(expr: str) -> list[dict]:
 
 
 def when(stamp: str) -> float:
-    """A time of Prometheus's API (Go's RFC 3339: nanoseconds, "Z" or an offset) as Unix time."""
-    m = re.fullmatch(r"(?P<head>[^.]+?)(?:\.(?P<frac>\d+))?(?P<zone>Z|[+-]\d\d:\d\d)", stamp)
-    if m is None:
-        raise LabError(f"the lab's Prometheus gave a time this does not read: {stamp!r}")
-    frac = (m["frac"] or "0")[:6].ljust(6, "0")
-    return dt.datetime.fromisoformat(f"{m['head']}.{frac}{m['zone'].replace('Z', '+00:00')}").timestamp()
+    """A time of Prometheus's API (Go's RFC 3339: nanoseconds, "Z" or an offset) as Unix time
+    (Python 3.11's fromisoformat reads both, cutting nanoseconds to microseconds)."""
+    try:
+        return dt.datetime.fromisoformat(stamp).timestamp()
+    except ValueError:
+        raise LabError(f"the lab's Prometheus gave a time this does not read: {stamp!r}") from None
 
 
 def scraped_since(since: float, targets: dict, seen: dict[str, float], now: float) -> dict[str, float]:
