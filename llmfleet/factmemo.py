@@ -1,4 +1,5 @@
 """Each fact read once per host while nothing has been run there: pyinfra 3 asks again every time.
+And the facts a host was asked for last time, asked again in one round trip.
 
 pyinfra 3.10 keeps no fact cache (pyinfra/api/facts.py `_get_fact` runs the fact's command on each
 call): a no-change run of deploy.py asked one lab host 95 facts in a dry run and 119 with `-y` (the
@@ -15,36 +16,102 @@ change the host by any route. So a fact read after a change is read afresh, as w
 a no-change run reads each fact once. Facts read inside a function command are not memoized (a
 function may poll a fact until it changes).
 
-LLMFLEET_FACT_MEMO=off turns it off (every fact read as pyinfra reads it).
+Prefetch: the facts read from a host before anything ran there are recorded at the end of the run
+(the host's *hint*, a file per host under $LLMFLEET_FACT_HINTS, default ~/.cache/llmfleet/fact-hints,
+mode 0600). The next run, at its first fact read of that host, runs every hinted fact's own command
+in one shell (one round trip per set of connector arguments, usually one), and each fact's own
+`process` reads its share of the output, as pyinfra would have; only a fact whose command exits 0
+is filled in this way; a failing, missing-command or unprocessable one is left for pyinfra to read
+itself, with its own error handling. The values are those of the host before anything ran there,
+which is what the memo holds anyway, and they go with the memo when anything runs. A hint is only
+a list of what to ask: a stale one costs a fact read in the batch that nobody uses (and is dropped
+from the next hint), a missing one a read of its own. Facts run with a password, environment or
+stdin among their connector arguments are never recorded (they would land in the file), nor facts
+whose arguments are not plain literals.
+
+LLMFLEET_FACT_MEMO=off turns both off (every fact read as pyinfra reads it); LLMFLEET_FACT_HINTS=off
+turns off the prefetch only.
 """
 
 from __future__ import annotations
 
+import ast
+import atexit
+import hashlib
+import importlib
+import json
 import os
+import re
+import secrets
+import weakref
+from pathlib import Path
 from typing import Any
 
+from pyinfra import logger
+from pyinfra.api import QuoteString, StringCommand
 from pyinfra.api import command as pyinfra_command
 from pyinfra.api import facts as pyinfra_facts
 from pyinfra.api.arguments import CONNECTOR_ARGUMENT_KEYS
+from pyinfra.api.exceptions import FactProcessError
 from pyinfra.api.host import Host
 
 ATTR = "_llmfleet_fact_memo"
 _INSTALLED: dict[str, Any] = {}
+_MEMOS: weakref.WeakSet = weakref.WeakSet()  # every run's memo in this process: their hints are saved at exit
+
+# connector arguments whose values must not land in a hint file, nor be taken from one
+_SECRET_CONNECTOR = ("_sudo_password", "_su_password", "_env", "_stdin")
+# a fact argument by such a name is never recorded either
+_SECRET_NAME = re.compile(r"pass|secret|token|credential", re.I)
+
+
+def hints_dir() -> Path | None:
+    """Where each host's hint lives; None when LLMFLEET_FACT_HINTS=off."""
+    value = os.environ.get("LLMFLEET_FACT_HINTS", "")
+    if value.lower() in ("off", "0", "no", "false"):
+        return None
+    if value:
+        return Path(value)
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache) / "llmfleet" / "fact-hints"
+
+
+def hint_path(folder: Path, host_name: str) -> Path:
+    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", host_name)[:80]
+    return folder / f"{safe}-{hashlib.sha1(host_name.encode()).hexdigest()[:8]}.json"
 
 
 class _Memo:
-    """One run's memo: host name -> {key: value}; the hosts fetching a fact or running a function."""
+    """One run's memo: host name -> {key: value}; the hosts fetching a fact or running a function;
+    per host, the facts read before anything ran there (the next run's hint) and what the prefetch
+    filled in."""
 
     def __init__(self) -> None:
         self.values: dict[str, dict[tuple, Any]] = {}
         self.fetching: set[str] = set()
         self.in_function: set[str] = set()
+        self.touched: set[str] = set()
+        self.first_reads: dict[str, dict[tuple, dict]] = {}
+        self.prefetch_done: set[str] = set()
+        self.from_batch: dict[str, set[tuple]] = {}  # per host, filled in by the prefetch and not yet asked for
         self.hits = 0
         self.misses = 0
+        self.batches = 0  # prefetch round trips
+        self.prefetched = 0  # facts filled in by them
+        self.prefetch_hits = 0  # of those, asked for by the run
 
     def forget(self, host_name: str) -> None:
         if host_name not in self.fetching:
             self.values.pop(host_name, None)
+            self.touched.add(host_name)
+
+    def record(self, host_name: str, key: tuple) -> None:
+        """A fact read before anything ran on the host: into its next hint, where it can be."""
+        if host_name in self.touched:
+            return
+        entry = _entry(key)
+        if entry is not None:
+            self.first_reads.setdefault(host_name, {}).setdefault(key, entry)
 
 
 def memo_of(state) -> _Memo:
@@ -52,6 +119,7 @@ def memo_of(state) -> _Memo:
     if memo is None:
         memo = _Memo()
         setattr(state, ATTR, memo)
+        _MEMOS.add(memo)
     return memo
 
 
@@ -62,6 +130,159 @@ def _key(state, host, cls, args, kwargs) -> tuple:
     connector = {k: v for k, v in global_kwargs.items() if k in CONNECTOR_ARGUMENT_KEYS}
     own = {k: v for k, v in fact_kwargs.items() if k != "self"}  # getcallargs names the fact instance
     return (cls, repr(sorted(own.items())), repr(sorted(connector.items())))
+
+
+def _literal(text: str) -> Any:
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return None
+
+
+def _entry(key: tuple) -> dict | None:
+    """A key as a hint file's entry, or None where it must not or cannot be written: a fact class
+    not importable by its name, arguments that are not plain literals, secrets among them."""
+    cls, own, connector = key
+    if "<locals>" in cls.__qualname__:
+        return None
+    own_items, connector_items = _literal(own), _literal(connector)
+    if own_items is None or connector_items is None:
+        return None
+    if repr(own_items) != own or repr(connector_items) != connector:  # not a plain literal's repr
+        return None
+    if any(_SECRET_NAME.search(str(k)) for k, _ in own_items):
+        return None
+    if any(k in _SECRET_CONNECTOR and v for k, v in connector_items):
+        return None
+    return {"fact": f"{cls.__module__}:{cls.__qualname__}", "kwargs": own, "connector": connector}
+
+
+def _key_of(entry: dict) -> tuple | None:
+    """A hint file's entry as a memo key, or None for one that no longer names a fact (the hint is
+    a list of what to ask, never trusted further)."""
+    try:
+        module, _, qualname = entry["fact"].partition(":")
+        cls: Any = importlib.import_module(module)
+        for part in qualname.split("."):
+            cls = getattr(cls, part)
+        own, connector = entry["kwargs"], entry["connector"]
+    except (KeyError, TypeError, AttributeError, ValueError, ImportError):
+        return None
+    if not (isinstance(cls, type) and issubclass(cls, pyinfra_facts.FactBase)):
+        return None
+    if not isinstance(own, str) or not isinstance(connector, str):
+        return None
+    key = (cls, own, connector)
+    return key if _entry(key) == entry else None
+
+
+def load_hint(folder: Path, host_name: str) -> list[tuple]:
+    try:
+        entries = json.loads(hint_path(folder, host_name).read_text())
+    except (OSError, ValueError):
+        return []
+    if not isinstance(entries, list):
+        return []
+    return [k for k in (_key_of(e) for e in entries if isinstance(e, dict)) if k is not None]
+
+
+def save_hints(memo: _Memo, folder: Path | None = None) -> None:
+    """Each host's facts read before anything ran there, as its next hint (written whole, 0600)."""
+    folder = folder or hints_dir()
+    if folder is None:
+        return
+    for host_name, reads in list(memo.first_reads.items()):
+        try:
+            folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+            path = hint_path(folder, host_name)
+            tmp = path.with_name(f".{path.name}.{os.getpid()}")
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w") as f:
+                json.dump(list(reads.values()), f, indent=0)
+            os.replace(tmp, path)
+        except OSError as exc:  # a hint is an optimisation: never fail a run over it
+            logger.debug(f"fact hints: could not write {host_name}'s: {exc}")
+
+
+def _save_all() -> None:
+    for memo in list(_MEMOS):
+        save_hints(memo)
+
+
+def _batch_command(parts: list[tuple[int, Any]], mark: str, shell: str) -> StringCommand:
+    """Each fact command in a shell of its own, as pyinfra runs it (`sh -c '<command>'`), then a line
+    `<mark> <i> <exit status>`."""
+    bits: list[Any] = []
+    for i, command in parts:
+        bits += [shell, "-c", QuoteString(command), ";", "echo", f"'{mark} {i} '$?;"]
+    return StringCommand(*bits)
+
+
+def _split(lines: list[str], mark: str) -> dict[int, tuple[int, list[str]]]:
+    """{i: (exit status, stdout lines)} of a batch's output; a command's last line without a newline
+    ends where its mark begins."""
+    pattern = re.compile(rf"^(.*){re.escape(mark)} (\d+) (\d+)$")
+    out: dict[int, tuple[int, list[str]]] = {}
+    buffer: list[str] = []
+    for line in lines:
+        m = pattern.match(line)
+        if m is None:
+            buffer.append(line)
+            continue
+        if m[1]:
+            buffer.append(m[1])
+        out[int(m[2])] = (int(m[3]), buffer)
+        buffer = []
+    return out
+
+
+def prefetch(state, host, memo: _Memo, keys: list[tuple]) -> None:
+    """Run the hinted facts' commands on the host in one shell per set of connector arguments, and
+    fill the memo with each one that exits 0 and processes."""
+    groups: dict[str, list[tuple[tuple, Any, Any]]] = {}
+    values = memo.values.setdefault(host.name, {})
+    memo.first_reads.setdefault(host.name, {})  # rewritten at the end even if nothing of it was asked for
+    for key in keys:
+        cls, own, connector = key
+        if key in values:
+            continue
+        fact = cls()
+        connector_args = dict(_literal(connector))
+        if fact.shell_executable or connector_args.get("_get_pty") or \
+                type(fact).check_preconditions is not pyinfra_facts.FactBase.check_preconditions:
+            continue  # a shell of its own, a terminal, or preconditions: pyinfra reads it as it would
+        try:
+            command = pyinfra_facts._make_command(fact.command, dict(_literal(own)))
+            requires = pyinfra_facts._make_command(fact.requires_command, dict(_literal(own)))
+        except Exception:  # noqa: BLE001 - a fact whose arguments changed: pyinfra reads it, or says why
+            continue
+        if requires:
+            command = StringCommand("if", "command", "-v", requires, ">/dev/null", "2>&1;", "then", "(", command,
+                                    ");", "else", "echo", f"'{pyinfra_facts._MISSING_COMMAND_MARKER}';", "fi")
+        groups.setdefault(connector, []).append((key, fact, command))
+    for connector, items in groups.items():
+        mark = f"@@llmfleet-fact-{secrets.token_hex(6)}@@"
+        connector_args = dict(_literal(connector))
+        shell = connector_args.get("_shell_executable") or "sh"
+        status, output = host.run_shell_command(
+            _batch_command([(i, c) for i, (_, _, c) in enumerate(items)], mark, shell), **connector_args)
+        memo.batches += 1
+        if not status:
+            continue
+        results = _split(output.stdout_lines, mark)
+        for i, (key, fact, _) in enumerate(items):
+            rc, lines = results.get(i, (None, []))
+            if rc != 0 or lines == [pyinfra_facts._MISSING_COMMAND_MARKER]:
+                continue
+            try:
+                value = fact.process(lines) if lines else fact.default()
+            except FactProcessError:
+                continue
+            except Exception:  # noqa: BLE001 - pyinfra's own read will raise it where it belongs
+                continue
+            values[key] = value
+            memo.from_batch.setdefault(host.name, set()).add(key)
+            memo.prefetched += 1
 
 
 def install() -> None:
@@ -77,11 +298,26 @@ def install() -> None:
         name = host.name
         if name in memo.in_function:
             return read(state, host, cls, args, kwargs, *rest, **more)
+        if name not in memo.prefetch_done and name not in memo.touched and host.connected:
+            memo.prefetch_done.add(name)
+            folder = hints_dir()
+            keys = load_hint(folder, name) if folder else []
+            if keys:
+                memo.fetching.add(name)
+                try:
+                    prefetch(state, host, memo, keys)
+                finally:
+                    memo.fetching.discard(name)
         key = _key(state, host, cls, args, kwargs)
         values = memo.values.setdefault(name, {})
         if key in values:
             memo.hits += 1
+            if key in memo.from_batch.get(name, ()):
+                memo.from_batch[name].discard(key)
+                memo.prefetch_hits += 1
+            memo.record(name, key)
             return values[key]
+        memo.record(name, key)  # before the read: its own command must not count as a touch
         memo.fetching.add(name)
         try:
             value = read(state, host, cls, args, kwargs, *rest, **more)
@@ -117,6 +353,7 @@ def install() -> None:
             memo.forget(host.name)
 
     pyinfra_command.FunctionCommand.execute = execute  # type: ignore[method-assign]
+    atexit.register(_save_all)
 
 
 def uninstall() -> None:
@@ -127,3 +364,4 @@ def uninstall() -> None:
     for method in ("run_shell_command", "put_file", "get_file", "rsync"):
         setattr(Host, method, _INSTALLED.pop(method))
     pyinfra_command.FunctionCommand.execute = _INSTALLED.pop("FunctionCommand.execute")  # type: ignore[method-assign]
+    atexit.unregister(_save_all)

@@ -1,8 +1,10 @@
 """llmfleet/factmemo.py on a real pyinfra State with the @local connector: each fact command counts
-its own runs in a file, so what is asked of the host is counted, not assumed."""
+its own runs in a file, so what is asked of the host is counted, not assumed; the prefetch's round
+trips are counted at the host's command runner."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -27,6 +29,7 @@ class Counted(FactBase):
 def run(tmp_path, monkeypatch):
     """(state, host, counter path) with the memo installed; pyinfra put back afterwards."""
     monkeypatch.delenv("LLMFLEET_FACT_MEMO", raising=False)
+    monkeypatch.setenv("LLMFLEET_FACT_HINTS", str(tmp_path / "hints"))
     factmemo.install()
     state = State(Inventory((["@local"], {})), Config())
     connect_all(state)
@@ -97,3 +100,172 @@ def test_llmfleet_fact_memo_off_leaves_pyinfra_asking_every_time(tmp_path, monke
         assert runs(path) == 2
     finally:
         factmemo.uninstall()
+
+
+class Lines(FactBase):
+    """Output exactly as given (printf): blank lines, no final newline."""
+
+    def command(self, text: str) -> str:
+        return f"printf '{text}'"
+
+    def process(self, output):
+        return list(output)
+
+
+class FailsOnce(FactBase):
+    """Exits 1 the first time (and leaves a flag), answers "yes" afterwards."""
+
+    def command(self, flag: str) -> str:
+        return f"if test -e {flag}; then echo yes; else touch {flag}; exit 1; fi"
+
+    def process(self, output):
+        return output[0]
+
+
+class Missing(FactBase):
+    def requires_command(self, **kwargs) -> str:
+        return "llmfleet-no-such-command"
+
+    def command(self) -> str:
+        return "llmfleet-no-such-command"
+
+    def process(self, output):
+        return "read"
+
+    def default(self):
+        return "absent"
+
+
+def new_run() -> tuple[State, object]:
+    """A second run of the same process: a State of its own, as the next `pyinfra` would have."""
+    state = State(Inventory((["@local"], {})), Config())
+    connect_all(state)
+    return state, state.inventory.get_host("@local")
+
+
+def round_trips(host, monkeypatch) -> list[str]:
+    """Every command the host is given from now on, as text."""
+    seen: list[str] = []
+    original = type(host).run_shell_command
+
+    def counting(self, command, *args, **kwargs):
+        seen.append(str(command))
+        return original(self, command, *args, **kwargs)
+
+    monkeypatch.setattr(type(host), "run_shell_command", counting)
+    return seen
+
+
+def finish(state) -> None:
+    factmemo.save_hints(factmemo.memo_of(state))
+
+
+def test_the_next_run_asks_every_fact_read_before_anything_ran_in_one_round_trip(run, tmp_path, monkeypatch):
+    state, host, path = run
+    first = [host.get_fact(Counted, path=str(path), tag=t) for t in "abc"]
+    finish(state)
+    assert runs(path) == 3
+
+    state2, host2 = new_run()
+    seen = round_trips(host2, monkeypatch)
+    again = [host2.get_fact(Counted, path=str(path), tag=t) for t in "abc"]
+    assert len(seen) == 1, seen  # the three commands in one shell
+    assert runs(path) == 6  # each fact's own command ran once more: the values are read, not kept
+    assert again == [c + 3 for c in first]
+    memo = factmemo.memo_of(state2)
+    assert (memo.batches, memo.prefetched, memo.prefetch_hits, memo.misses) == (1, 3, 3, 0)
+
+
+def test_a_prefetched_fact_is_read_afresh_once_a_command_ran_on_the_host(run, monkeypatch):
+    state, host, path = run
+    host.get_fact(Counted, path=str(path))
+    finish(state)
+    state2, host2 = new_run()
+    assert host2.get_fact(Counted, path=str(path)) == 2  # from the batch
+    host2.run_shell_command("true")
+    assert host2.get_fact(Counted, path=str(path)) == 3
+    assert runs(path) == 3
+
+
+def test_facts_read_after_a_command_are_not_hinted_and_unused_hints_are_dropped(run, monkeypatch):
+    state, host, path = run
+    host.get_fact(Counted, path=str(path), tag="before")
+    host.get_fact(Counted, path=str(path), tag="unused-next-time")
+    host.run_shell_command("true")
+    host.get_fact(Counted, path=str(path), tag="after")
+    finish(state)
+    hint = factmemo.load_hint(factmemo.hints_dir(), "@local")
+    assert sorted(k[1] for k in hint) == sorted(factmemo._key(state, host, Counted, None, {"path": str(path),
+                                                                                         "tag": t})[1]
+                                                for t in ("before", "unused-next-time"))
+    state2, host2 = new_run()
+    host2.get_fact(Counted, path=str(path), tag="before")
+    finish(state2)
+    assert [k[1] for k in factmemo.load_hint(factmemo.hints_dir(), "@local")] == [
+        factmemo._key(state2, host2, Counted, None, {"path": str(path), "tag": "before"})[1]]
+
+
+def test_output_without_a_final_newline_and_blank_lines_read_as_pyinfra_reads_them(run, monkeypatch):
+    state, host, _ = run
+    texts = ["a\\n\\nb", "a\\nb\\n\\n", "", "\\n"]
+    direct = [host.get_fact(Lines, text=t) for t in texts]
+    finish(state)
+    state2, host2 = new_run()
+    seen = round_trips(host2, monkeypatch)
+    assert [host2.get_fact(Lines, text=t) for t in texts] == direct
+    assert direct[0] == ["a", "", "b"]
+    assert len(seen) == 1 and factmemo.memo_of(state2).prefetched == len(texts)
+
+
+def test_a_fact_failing_in_the_batch_is_left_to_pyinfra_which_reads_it_itself(run, tmp_path, monkeypatch):
+    state, host, _ = run
+    flag = tmp_path / "flag"
+    host.get_fact(Counted, path=str(tmp_path / "n"))
+    host.get_fact(FailsOnce, flag=str(flag), _ignore_errors=True)  # fails: pyinfra logs it, the default
+    host.get_fact(Missing)
+    finish(state)
+    flag.unlink()
+    state2, host2 = new_run()
+    seen = round_trips(host2, monkeypatch)
+    assert host2.get_fact(FailsOnce, flag=str(flag)) == "yes"  # the batch's run failed; this read is pyinfra's
+    assert host2.get_fact(Missing) == "absent"
+    # the batch, then each of the two alone: pyinfra's own handling of a failure and of a missing command
+    assert len(seen) == 3 and "@@llmfleet-fact" in seen[0] and "@@llmfleet-fact" not in seen[1] + seen[2]
+    assert factmemo.memo_of(state2).prefetched == 1  # Counted only
+
+
+def test_a_password_among_the_connector_arguments_never_reaches_the_hint_file(run, tmp_path):
+    state, host, path = run
+    host.get_fact(Counted, path=str(path), _sudo_password="hunter2-secret")
+    host.get_fact(Counted, path=str(path), tag="plain")
+    finish(state)
+    files = list((tmp_path / "hints").iterdir())
+    assert files and all("hunter2" not in f.read_text() for f in files)
+    assert all(f.stat().st_mode & 0o077 == 0 for f in files)
+    assert len(factmemo.load_hint(factmemo.hints_dir(), "@local")) == 1
+
+
+def test_a_hint_that_names_no_fact_or_is_not_json_is_ignored(run, tmp_path, monkeypatch):
+    folder = tmp_path / "hints"
+    folder.mkdir()
+    bad = [{"fact": "no.such.module:Fact", "kwargs": "[]", "connector": "[]"},
+           {"fact": "os:path", "kwargs": "[]", "connector": "[]"},
+           {"fact": f"{__name__}:Counted", "kwargs": "__import__('os')", "connector": "[]"}]
+    factmemo.hint_path(folder, "@local").write_text(json.dumps(bad))
+    state, host, path = run
+    assert factmemo.load_hint(folder, "@local") == []
+    factmemo.hint_path(folder, "@local").write_text("{not json")
+    assert factmemo.load_hint(folder, "@local") == []
+    assert host.get_fact(Counted, path=str(path)) == 1
+
+
+def test_llmfleet_fact_hints_off_reads_each_fact_on_its_own(run, monkeypatch):
+    state, host, path = run
+    host.get_fact(Counted, path=str(path))
+    finish(state)
+    monkeypatch.setenv("LLMFLEET_FACT_HINTS", "off")
+    state2, host2 = new_run()
+    seen = round_trips(host2, monkeypatch)
+    host2.get_fact(Counted, path=str(path))
+    assert seen == [] or len(seen) == 1 and "@@llmfleet-fact" not in seen[0]
+    assert factmemo.memo_of(state2).batches == 0
