@@ -55,8 +55,9 @@ SLOW = "lab-c2"
 LINE = re.compile(r"^\s*(?:\[shard \d+\]\s*)?\[([^\]]+)\]")
 
 
-def sh(*args: str, check: bool = True) -> subprocess.CompletedProcess:
-    proc = subprocess.run(list(args), cwd=ROOT, capture_output=True, text=True)
+def sh(*args: str, check: bool = True, env: dict | None = None) -> subprocess.CompletedProcess:
+    proc = subprocess.run(list(args), cwd=ROOT, capture_output=True, text=True,
+                          env={**os.environ, **env} if env else None)
     if check and proc.returncode != 0:
         sys.exit(f"{' '.join(args)} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
     return proc
@@ -117,10 +118,12 @@ def timed_deploy(hosts: list[str], sharded: bool, out: Path) -> dict:
             "shards": len(parts)}
 
 
-def timed_audit(hosts: list[str], state_dir: Path, out_dir: Path) -> dict:
+def timed_audit(hosts: list[str], state_dir: Path, out_dir: Path, prefetch: bool = True) -> dict:
+    """One audit; without `prefetch`, every fact read on its own (LLMFLEET_FACT_HINTS=off)."""
     t0, c0, h0 = time.monotonic(), used_cpu(), hosts_cpu()
     p = sh(str(BIN / "llmfleet"), "audit", INV, *[a for h in hosts for a in ("--limit", h)], "--state-dir",
-           str(state_dir), "--out-dir", str(out_dir), check=False)
+           str(state_dir), "--out-dir", str(out_dir), check=False,
+           env=None if prefetch else {"LLMFLEET_FACT_HINTS": "off"})
     wall, cpu, host_cpu = time.monotonic() - t0, used_cpu() - c0, hosts_cpu() - h0
     summary = [ln for ln in (p.stdout + p.stderr).splitlines() if "host(s)" in ln and "clean" in ln.lower()]
     return {"wall": wall, "cpu": cpu, "hosts_cpu": host_cpu, "exit": p.returncode,
@@ -198,6 +201,13 @@ def main() -> None:
     for host, value in json.loads(fp[fp.index("{"):])["llmfleet.facts.HardwareFingerprint"].items():
         (state_dir / "hosts" / host).mkdir(parents=True, exist_ok=True)
         (state_dir / "hosts" / host / "fingerprint.json").write_text(json.dumps(value))
+    # each host's fact hint (llmfleet/factmemo.py), as any earlier deploy or audit of it leaves one
+    from llmfleet.audit import config_drift
+
+    t0 = time.monotonic()
+    config_drift.plan(INV, names)
+    print(f"warm-up: a dry run of the {len(names)} hosts (their fact hints) in {time.monotonic() - t0:.1f} s",
+          flush=True)
     # 1 host: lab-c1; 8: lab-c1..c8 (the slowed lab-c2 among them); 24: all, vLLM hosts included
     others = [n for n in names if n != SLOW]
     sets = {1: ["lab-c1"], 8: [SLOW] + others[:7], 24: names}
@@ -225,10 +235,16 @@ def main() -> None:
                               f"done at {max(rest) if rest else 0:6.1f} s, {SLOW} at "
                               f"{res['last'].get(SLOW, 0):6.1f} s; changed {res['changed'] or 'none'}, "
                               f"failed {res['failed'] or 'none'}", flush=True)
-                # lab-c2 alone, plain and slowed: its own delay, which the 24-host audit may add and no more
-                for which in (1, 8, 24, SLOW) if not delay else (24, SLOW):
-                    key = f"audit {which} {'slowed' if delay else 'plain'}"
-                    res = timed_audit(sets[which] if isinstance(which, int) else [which], state_dir, audit_dir)
+                # lab-c2 alone, plain and slowed: its own delay, which the 24-host audit may add and no more;
+                # 1 and 24 hosts with every fact read on its own too (the prefetch off): what the hints save
+                runs = [(w, True) for w in ((1, 8, 24, SLOW) if not delay else (24, SLOW))]
+                if not delay:
+                    off = [(1, False), (24, False)]
+                    runs = runs + off if r % 2 == 0 else off + runs
+                for which, prefetch in runs:
+                    key = f"audit {which} {'slowed' if delay else 'plain'}{'' if prefetch else ' no-prefetch'}"
+                    res = timed_audit(sets[which] if isinstance(which, int) else [which], state_dir, audit_dir,
+                                      prefetch)
                     results.setdefault(key, []).append(res)
                     print(f"round {r + 1}: {key:32s} wall {res['wall']:6.1f} s, cpu {res['cpu']:6.1f} s (hosts "
                           f"{res['hosts_cpu']:6.1f} s), exit "
@@ -266,6 +282,9 @@ def main() -> None:
     audit_cells = " ".join(f"{med(f'audit {n} plain'):8.1f} s" for n in (1, 8, 24))
     print(f"audit, plain{'':18s} {audit_cells} {med('audit 24 plain', 'cpu') / 24:14.2f} "
           f"{med('audit 24 plain', 'hosts_cpu') / 24:15.2f}")
+    cells = " ".join(f"{med(f'audit {n} plain no-prefetch'):8.1f} s" if n != 8 else f"{'-':>10s}" for n in (1, 8, 24))
+    print(f"audit, plain, no prefetch{'':5s} {cells} {med('audit 24 plain no-prefetch', 'cpu') / 24:14.2f} "
+          f"{med('audit 24 plain no-prefetch', 'hosts_cpu') / 24:15.2f}")
     print(f"audit, 24 hosts with {SLOW} slowed: {med('audit 24 slowed'):.1f} s")
     own_delay = med(f"audit {SLOW} slowed") - med(f"audit {SLOW} plain")
     print(f"audit of {SLOW} alone: {med(f'audit {SLOW} plain'):.1f} s, slowed {med(f'audit {SLOW} slowed'):.1f} s: "
@@ -273,6 +292,8 @@ def main() -> None:
           f"{med('audit 24 slowed') - med('audit 24 plain'):+.1f} s (the report waits for its slowest host: "
           "no more than that host's own delay should be added)")
     ratio = med('audit 24 plain') / med('audit 1 plain')
+    print(f"audit 24 hosts / 1 host without the prefetch: "
+          f"{med('audit 24 plain no-prefetch') / med('audit 1 plain no-prefetch'):.2f}")
     control, own, cores = med("audit 24 plain", "cpu"), med("audit 24 plain", "hosts_cpu"), os.cpu_count() or 1
     print(f"\naudit 24 hosts / 1 host: {ratio:.2f} (wall time). At 24 hosts the control side used {control:.0f} CPU s "
           f"and the hosts' own commands {own:.0f} CPU s, on this machine's {cores} cores "
