@@ -264,9 +264,13 @@ def prefetch(state, host, memo: _Memo, keys: list[tuple]) -> None:
         mark = f"@@llmfleet-fact-{secrets.token_hex(6)}@@"
         connector_args = dict(_literal(connector))
         shell = connector_args.get("_shell_executable") or "sh"
-        status, output = host.run_shell_command(
-            _batch_command([(i, c) for i, (_, _, c) in enumerate(items)], mark, shell), **connector_args)
         memo.batches += 1
+        try:
+            status, output = host.run_shell_command(
+                _batch_command([(i, c) for i, (_, _, c) in enumerate(items)], mark, shell), **connector_args)
+        except Exception as exc:  # noqa: BLE001 - a timeout, a lost connection: pyinfra reads each fact itself
+            logger.debug(f"fact prefetch on {host.name} did not answer ({exc!r}): each fact is read on its own")
+            continue
         if not status:
             continue
         results = _split(output.stdout_lines, mark)

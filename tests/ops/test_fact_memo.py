@@ -122,6 +122,14 @@ class FailsOnce(FactBase):
         return output[0]
 
 
+class Slow(FactBase):
+    def command(self) -> str:
+        return "sleep 3; echo late"
+
+    def process(self, output):
+        return output[0]
+
+
 class Missing(FactBase):
     def requires_command(self, **kwargs) -> str:
         return "llmfleet-no-such-command"
@@ -232,6 +240,18 @@ def test_a_fact_failing_in_the_batch_is_left_to_pyinfra_which_reads_it_itself(ru
     # the batch, then each of the two alone: pyinfra's own handling of a failure and of a missing command
     assert len(seen) == 3 and "@@llmfleet-fact" in seen[0] and "@@llmfleet-fact" not in seen[1] + seen[2]
     assert factmemo.memo_of(state2).prefetched == 1  # Counted only
+
+
+def test_a_batch_that_times_out_leaves_every_fact_of_it_to_pyinfra_and_the_others_are_still_filled_in(run):
+    state, host, path = run
+    host.get_fact(Counted, path=str(path))
+    host.get_fact(Slow, _timeout=1, _ignore_errors=True)  # times out: pyinfra logs it, the default
+    finish(state)
+    state2, host2 = new_run()
+    assert host2.get_fact(Counted, path=str(path)) == 2  # from its batch: the slow one runs in a batch of its own
+    assert host2.get_fact(Slow, _timeout=1, _ignore_errors=True) is None  # pyinfra's own read, timed out again
+    memo = factmemo.memo_of(state2)
+    assert (memo.batches, memo.prefetched) == (2, 1)
 
 
 def test_a_password_among_the_connector_arguments_never_reaches_the_hint_file(run, tmp_path):
