@@ -119,11 +119,11 @@ def timed_deploy(hosts: list[str], sharded: bool, out: Path) -> dict:
 
 
 def timed_audit(hosts: list[str], state_dir: Path, out_dir: Path, prefetch: bool = True) -> dict:
-    """One audit; without `prefetch`, every fact read on its own (LLMFLEET_FACT_HINTS=off)."""
+    """One audit; without `prefetch`, every fact read on its own (LLMFLEET_HINTS=off)."""
     t0, c0, h0 = time.monotonic(), used_cpu(), hosts_cpu()
     p = sh(str(BIN / "llmfleet"), "audit", INV, *[a for h in hosts for a in ("--limit", h)], "--state-dir",
            str(state_dir), "--out-dir", str(out_dir), check=False,
-           env=None if prefetch else {"LLMFLEET_FACT_HINTS": "off"})
+           env=None if prefetch else {"LLMFLEET_HINTS": "off"})
     wall, cpu, host_cpu = time.monotonic() - t0, used_cpu() - c0, hosts_cpu() - h0
     summary = [ln for ln in (p.stdout + p.stderr).splitlines() if "host(s)" in ln and "clean" in ln.lower()]
     return {"wall": wall, "cpu": cpu, "hosts_cpu": host_cpu, "exit": p.returncode,

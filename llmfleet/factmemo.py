@@ -17,19 +17,19 @@ a no-change run reads each fact once. Facts read inside a function command are n
 function may poll a fact until it changes).
 
 Prefetch: the facts read from a host before anything ran there are recorded at the end of the run
-(the host's *hint*, a file per host under $LLMFLEET_FACT_HINTS, default ~/.cache/llmfleet/fact-hints,
-mode 0600). The next run, at its first fact read of that host, runs every hinted fact's own command
-in one shell (one round trip per set of connector arguments, usually one), and each fact's own
-`process` reads its share of the output, as pyinfra would have; only a fact whose command exits 0
-is filled in this way; a failing, missing-command or unprocessable one is left for pyinfra to read
-itself, with its own error handling. The values are those of the host before anything ran there,
-which is what the memo holds anyway, and they go with the memo when anything runs. A hint is only
-a list of what to ask: a stale one costs a fact read in the batch that nobody uses (and is dropped
-from the next hint), a missing one a read of its own. Facts run with a password, environment or
-stdin among their connector arguments are never recorded (they would land in the file), nor facts
-whose arguments are not plain literals.
+(the host's *hint*: llmfleet/hints.py, under ~/.cache/llmfleet/hints/facts/). The next run, at its
+first fact read of that host, runs every hinted fact's own command in one shell (one round trip per
+set of connector arguments, usually one), and each fact's own `process` reads its share of the
+output, as pyinfra would have; only a fact whose command exits 0 is filled in this way; a failing,
+missing-command or unprocessable one is left for pyinfra to read itself, with its own error
+handling. The values are those of the host before anything ran there, which is what the memo holds
+anyway, and they go with the memo when anything runs. A hint is only a list of what to ask: a stale
+one costs a fact read in the batch that nobody uses (and is dropped from the next hint), a missing
+one a read of its own. Facts run with a password, environment or stdin among their connector
+arguments are never recorded (they would land in the file), nor facts whose arguments are not plain
+literals.
 
-LLMFLEET_FACT_MEMO=off turns both off (every fact read as pyinfra reads it); LLMFLEET_FACT_HINTS=off
+LLMFLEET_FACT_MEMO=off turns both off (every fact read as pyinfra reads it); LLMFLEET_HINTS=off
 turns off the prefetch only.
 """
 
@@ -37,14 +37,11 @@ from __future__ import annotations
 
 import ast
 import atexit
-import hashlib
 import importlib
-import json
 import os
 import re
 import secrets
 import weakref
-from pathlib import Path
 from typing import Any
 
 from pyinfra import logger
@@ -55,7 +52,10 @@ from pyinfra.api.arguments import CONNECTOR_ARGUMENT_KEYS
 from pyinfra.api.exceptions import FactProcessError
 from pyinfra.api.host import Host
 
+from llmfleet import hints
+
 ATTR = "_llmfleet_fact_memo"
+KIND = "facts"  # their hints' folder (llmfleet/hints.py)
 _INSTALLED: dict[str, Any] = {}
 _MEMOS: weakref.WeakSet = weakref.WeakSet()  # every run's memo in this process: their hints are saved at exit
 
@@ -63,22 +63,6 @@ _MEMOS: weakref.WeakSet = weakref.WeakSet()  # every run's memo in this process:
 _SECRET_CONNECTOR = ("_sudo_password", "_su_password", "_env", "_stdin")
 # a fact argument by such a name is never recorded either
 _SECRET_NAME = re.compile(r"pass|secret|token|credential", re.I)
-
-
-def hints_dir() -> Path | None:
-    """Where each host's hint lives; None when LLMFLEET_FACT_HINTS=off."""
-    value = os.environ.get("LLMFLEET_FACT_HINTS", "")
-    if value.lower() in ("off", "0", "no", "false"):
-        return None
-    if value:
-        return Path(value)
-    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(cache) / "llmfleet" / "fact-hints"
-
-
-def hint_path(folder: Path, host_name: str) -> Path:
-    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", host_name)[:80]
-    return folder / f"{safe}-{hashlib.sha1(host_name.encode()).hexdigest()[:8]}.json"
 
 
 class _Memo:
@@ -176,32 +160,19 @@ def _key_of(entry: dict) -> tuple | None:
     return key if _entry(key) == entry else None
 
 
-def load_hint(folder: Path, host_name: str) -> list[tuple]:
-    try:
-        entries = json.loads(hint_path(folder, host_name).read_text())
-    except (OSError, ValueError):
-        return []
-    if not isinstance(entries, list):
-        return []
+def load_hint(host_name: str) -> list[tuple]:
+    where = hints.folder(KIND)
+    entries = hints.load(hints.path_for(where, host_name)) if where else []
     return [k for k in (_key_of(e) for e in entries if isinstance(e, dict)) if k is not None]
 
 
-def save_hints(memo: _Memo, folder: Path | None = None) -> None:
-    """Each host's facts read before anything ran there, as its next hint (written whole, 0600)."""
-    folder = folder or hints_dir()
-    if folder is None:
+def save_hints(memo: _Memo) -> None:
+    """Each host's facts read before anything ran there, as its next hint."""
+    where = hints.folder(KIND)
+    if where is None:
         return
     for host_name, reads in list(memo.first_reads.items()):
-        try:
-            folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-            path = hint_path(folder, host_name)
-            tmp = path.with_name(f".{path.name}.{os.getpid()}")
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(fd, "w") as f:
-                json.dump(list(reads.values()), f, indent=0)
-            os.replace(tmp, path)
-        except OSError as exc:  # a hint is an optimisation: never fail a run over it
-            logger.debug(f"fact hints: could not write {host_name}'s: {exc}")
+        hints.save(hints.path_for(where, host_name), list(reads.values()))
 
 
 def _save_all() -> None:
@@ -304,8 +275,7 @@ def install() -> None:
             return read(state, host, cls, args, kwargs, *rest, **more)
         if name not in memo.prefetch_done and name not in memo.touched and host.connected:
             memo.prefetch_done.add(name)
-            folder = hints_dir()
-            keys = load_hint(folder, name) if folder else []
+            keys = load_hint(name)
             if keys:
                 memo.fetching.add(name)
                 try:

@@ -12,7 +12,7 @@ from pyinfra.api import Config, FunctionCommand, Inventory, State
 from pyinfra.api.connect import connect_all
 from pyinfra.api.facts import FactBase
 
-from llmfleet import factmemo
+from llmfleet import factmemo, hints
 
 
 class Counted(FactBase):
@@ -29,7 +29,7 @@ class Counted(FactBase):
 def run(tmp_path, monkeypatch):
     """(state, host, counter path) with the memo installed; pyinfra put back afterwards."""
     monkeypatch.delenv("LLMFLEET_FACT_MEMO", raising=False)
-    monkeypatch.setenv("LLMFLEET_FACT_HINTS", str(tmp_path / "hints"))
+    monkeypatch.setenv("LLMFLEET_HINTS", str(tmp_path / "hints"))
     factmemo.install()
     state = State(Inventory((["@local"], {})), Config())
     connect_all(state)
@@ -202,14 +202,14 @@ def test_facts_read_after_a_command_are_not_hinted_and_unused_hints_are_dropped(
     host.run_shell_command("true")
     host.get_fact(Counted, path=str(path), tag="after")
     finish(state)
-    hint = factmemo.load_hint(factmemo.hints_dir(), "@local")
+    hint = factmemo.load_hint("@local")
     assert sorted(k[1] for k in hint) == sorted(factmemo._key(state, host, Counted, None, {"path": str(path),
                                                                                          "tag": t})[1]
                                                 for t in ("before", "unused-next-time"))
     state2, host2 = new_run()
     host2.get_fact(Counted, path=str(path), tag="before")
     finish(state2)
-    assert [k[1] for k in factmemo.load_hint(factmemo.hints_dir(), "@local")] == [
+    assert [k[1] for k in factmemo.load_hint("@local")] == [
         factmemo._key(state2, host2, Counted, None, {"path": str(path), "tag": "before"})[1]]
 
 
@@ -259,31 +259,31 @@ def test_a_password_among_the_connector_arguments_never_reaches_the_hint_file(ru
     host.get_fact(Counted, path=str(path), _sudo_password="hunter2-secret")
     host.get_fact(Counted, path=str(path), tag="plain")
     finish(state)
-    files = list((tmp_path / "hints").iterdir())
+    files = list((tmp_path / "hints" / "facts").iterdir())
     assert files and all("hunter2" not in f.read_text() for f in files)
     assert all(f.stat().st_mode & 0o077 == 0 for f in files)
-    assert len(factmemo.load_hint(factmemo.hints_dir(), "@local")) == 1
+    assert len(factmemo.load_hint("@local")) == 1
 
 
 def test_a_hint_that_names_no_fact_or_is_not_json_is_ignored(run, tmp_path, monkeypatch):
-    folder = tmp_path / "hints"
-    folder.mkdir()
+    folder = tmp_path / "hints" / "facts"
+    folder.mkdir(parents=True)
     bad = [{"fact": "no.such.module:Fact", "kwargs": "[]", "connector": "[]"},
            {"fact": "os:path", "kwargs": "[]", "connector": "[]"},
            {"fact": f"{__name__}:Counted", "kwargs": "__import__('os')", "connector": "[]"}]
-    factmemo.hint_path(folder, "@local").write_text(json.dumps(bad))
+    hints.path_for(folder, "@local").write_text(json.dumps(bad))
     state, host, path = run
-    assert factmemo.load_hint(folder, "@local") == []
-    factmemo.hint_path(folder, "@local").write_text("{not json")
-    assert factmemo.load_hint(folder, "@local") == []
+    assert factmemo.load_hint("@local") == []
+    hints.path_for(folder, "@local").write_text("{not json")
+    assert factmemo.load_hint("@local") == []
     assert host.get_fact(Counted, path=str(path)) == 1
 
 
-def test_llmfleet_fact_hints_off_reads_each_fact_on_its_own(run, monkeypatch):
+def test_llmfleet_hints_off_reads_each_fact_on_its_own(run, monkeypatch):
     state, host, path = run
     host.get_fact(Counted, path=str(path))
     finish(state)
-    monkeypatch.setenv("LLMFLEET_FACT_HINTS", "off")
+    monkeypatch.setenv("LLMFLEET_HINTS", "off")
     state2, host2 = new_run()
     seen = round_trips(host2, monkeypatch)
     host2.get_fact(Counted, path=str(path))
