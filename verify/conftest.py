@@ -18,8 +18,42 @@ from llmfleet.errors import InventoryError
 from llmfleet.inventory import read as read_inventory
 from llmfleet.settings import Settings, SettingsError, validate
 from verify.helpers import run_remote
+from verify.prefetch import Prefetch
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+_PREFETCH = Prefetch()  # this run's batched commands (verify/prefetch.py)
+_CONTAINER: dict[str, bool] = {}  # host -> whether it is a container host
+
+
+def pytest_collection_finish(session):
+    _PREFETCH.select([item.nodeid for item in session.items])
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    _PREFETCH.acceptance = item.get_closest_marker("acceptance") is not None
+    yield
+    _PREFETCH.acceptance = False
+
+
+def pytest_sessionfinish(session):
+    _PREFETCH.finish()
+
+
+def pytest_terminal_summary(terminalreporter):
+    line = _PREFETCH.summary()
+    if line:
+        terminalreporter.write_line(line)
+
+
+@pytest.fixture(scope="module")
+def host(_testinfra_host):
+    """testinfra's host, its commands answered from one batched round trip where verify/prefetch.py's
+    rules allow."""
+    _PREFETCH.wrap(_testinfra_host.backend)
+    return _testinfra_host
 
 
 def pytest_addoption(parser):
@@ -67,8 +101,10 @@ def is_container(host) -> bool:
     """A container host shares the kernel of the machine it runs on: kernel-level settings
     (command line, THP, module loading, most sysctls) are not its own, and the checks of them
     report a skip with that reason there, never a pass."""
-    out = host.run("systemd-detect-virt --container").stdout.strip()
-    return out not in ("", "none")
+    name = host.backend.get_hostname()
+    if name not in _CONTAINER:  # asked once per host and run, not once per module
+        _CONTAINER[name] = host.run("systemd-detect-virt --container").stdout.strip() not in ("", "none")
+    return _CONTAINER[name]
 
 
 @pytest.fixture(scope="module")

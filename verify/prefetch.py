@@ -1,0 +1,206 @@
+"""The verify suite's commands on a host, asked in one round trip: what the same checks asked of
+the host last time (its hint, llmfleet/hints.py) runs at the host's first command, each command in
+a shell of its own, and each check is answered from it once.
+
+A verify check is one command, or a few, each a round trip: over SSH with sudo, 26 commands a lab
+container host (32 with vLLM), each an SSH session, a sudo (logged) and a shell on the host, and an
+ssh process on the control machine: about 35 ms of the host's CPU per command with sudo, 10 ms
+without (measured on the bench lab, benchmarks/fleet_scale.py). What the checks ask depends on
+the host and its data, not on what they find, so what they asked last time is what they ask now.
+
+The rules that keep an answer the one the check would have had:
+- Only commands asked exactly once in the previous run of the same checks (the same test ids,
+  whatever the hosts) are hinted: a command asked twice (a poll, a before/after pair) is always
+  run where it is asked. A hinted command's result answers its first asking only; any later one
+  runs it again.
+- Commands asked by acceptance checks (`-m acceptance`: the throughput probe, the burn-in, which
+  load the host and measure) are never hinted: they run where their check runs them.
+- Only a command asked exactly as hinted (the same text, after testinfra's quoting) is answered;
+  anything else runs on its own, as testinfra runs it. A stale hint costs a command nobody reads.
+- The batch runs through the backend's own `run` (its sudo and user); each command gets
+  `/bin/sh -c` as testinfra gives it and empty standard input; its exit status, standard output and
+  error come back byte for byte (base64). A command that exited 255 (what ssh itself exits with on
+  a failure, which testinfra raises as an error) and a batch that fails as a whole run again on
+  their own.
+The verify suite checks state and never changes it, so a command run a few seconds before its check
+reads what the check would have read; the hints trade that moment for the round trips.
+
+LLMFLEET_HINTS=off: every command runs where it is asked.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import re
+import secrets
+import shlex
+from collections import Counter
+from typing import Any
+
+from llmfleet import hints
+
+KIND = "verify"
+# Commands per batch, in bytes: the batch is one argument of `sh -c` three times (the control
+# machine's shell running ssh, the host's login shell, sudo's /bin/sh), and Linux caps one argument
+# at 128 KiB (MAX_ARG_STRLEN, include/uapi/linux/binfmts.h); the quoting grows it by about a fifth
+# (a lab host's 99 KB of commands: 104 KB of script, 122 KB as ssh's argument).
+MAX_BATCH_BYTES = 90_000
+BACKENDS = ("ssh", "local")  # testinfra backends whose `run` is wrapped (the rest run as they are)
+
+
+def shell_of(backend: Any) -> str:
+    """The shell testinfra's own `run` gives a command: sudo's `/bin/sh -c`, the local backend's
+    `/bin/sh` (subprocess's shell=True), else, over ssh, the login shell of the user ($SHELL)."""
+    if backend.sudo or backend.NAME == "local":
+        return "/bin/sh"
+    return '"${SHELL:-/bin/sh}"'
+
+
+def batch_script(commands: list[str], mark: str, shell: str = "/bin/sh") -> str:
+    """One shell script that runs each command in its own `<shell> -c` with empty standard input
+    and prints, per command, `<mark> <i> <exit status>`, then its stdout and stderr in base64."""
+    lines = ['d=$(mktemp -d) || exit 97', "trap 'rm -rf \"$d\"' EXIT"]
+    for i, command in enumerate(commands):
+        lines.append(f'{shell} -c {shlex.quote(command)} >"$d/o" 2>"$d/e" </dev/null; r=$?; '
+                     f"printf '\\n{mark} {i} %d\\n' \"$r\"; base64 -w0 \"$d/o\"; echo; base64 -w0 \"$d/e\"; echo")
+    return "\n".join(lines) + "\n"
+
+
+def read_batch(output: str, mark: str, count: int) -> dict[int, tuple[int, bytes, bytes]]:
+    """{i: (exit status, stdout, stderr)} of a batch's output; what does not parse is left out."""
+    pattern = re.compile(rf"^{re.escape(mark)} (\d+) (\d+)$")
+    lines = output.split("\n")
+    out: dict[int, tuple[int, bytes, bytes]] = {}
+    for n, line in enumerate(lines):
+        m = pattern.match(line)
+        if m is None or n + 2 >= len(lines):
+            continue
+        i = int(m[1])
+        if i >= count:
+            continue
+        try:
+            out[i] = (int(m[2]), base64.b64decode(lines[n + 1], validate=True),
+                      base64.b64decode(lines[n + 2], validate=True))
+        except (ValueError, IndexError):
+            continue
+    return out
+
+
+def chunks(commands: list[str], limit: int | None = None) -> list[list[str]]:
+    """The commands in batches of at most `limit` bytes (MAX_BATCH_BYTES; a longer command alone is
+    left out: it runs where it is asked)."""
+    limit = limit or MAX_BATCH_BYTES
+    parts: list[list[str]] = []
+    size = 0
+    for command in commands:
+        n = len(command.encode())
+        if n > limit:
+            continue
+        if not parts or size + n > limit:
+            parts.append([])
+            size = 0
+        parts[-1].append(command)
+        size += n
+    return parts
+
+
+class HostCommands:
+    """One host's commands in this run: what the batch answered (each once), what was asked."""
+
+    def __init__(self, backend: Any, run: Any, name: str) -> None:
+        self.backend, self.run, self.name = backend, run, name
+        self.started = False
+        self.answers: dict[str, tuple[int, bytes, bytes]] = {}
+        self.asked: Counter[str] = Counter()
+        self.order: list[str] = []
+        self.not_hinted: set[str] = set()
+        self.batches = 0
+        self.answered = 0
+
+
+class Prefetch:
+    """This pytest run's prefetch: each wrapped host's commands, the checks' selection, whether the
+    current check is an acceptance check."""
+
+    def __init__(self) -> None:
+        self.selection = ""
+        self.acceptance = False
+        self.hosts: dict[int, HostCommands] = {}
+        self.where = hints.folder(KIND)
+
+    def select(self, test_ids: list[str]) -> None:
+        """The checks this run asks for (their ids without the host part): a hint per selection."""
+        names = sorted({t.split("[", 1)[0] for t in test_ids})
+        self.selection = hashlib.sha1("\n".join(names).encode()).hexdigest()
+
+    def wrap(self, backend: Any) -> None:
+        """Answer the backend's commands from its host's batch where the rules allow (once per
+        backend object: testinfra keeps one per host for the whole run)."""
+        if self.where is None or backend.NAME not in BACKENDS or id(backend) in self.hosts:
+            return
+        own = backend.run
+        state = self.hosts[id(backend)] = HostCommands(backend, own, f"{backend.NAME}:{backend.get_hostname()}")
+
+        def run(command: str, *args: str, **kwargs: Any):
+            if kwargs:
+                return own(command, *args, **kwargs)
+            return self.ask(state, backend.quote(command, *args), command, args)
+
+        backend.run = run
+
+    def ask(self, state: HostCommands, text: str, command: str, args: tuple) -> Any:
+        if not state.started:
+            state.started = True
+            self.fetch(state)
+        state.asked[text] += 1
+        if state.asked[text] == 1:
+            state.order.append(text)
+        if self.acceptance:
+            state.not_hinted.add(text)
+        answer = state.answers.pop(text, None)
+        if answer is None:
+            return state.run(command, *args)
+        state.answered += 1
+        rc, out, err = answer
+        return state.backend.result(rc, state.backend.encode(state.backend.get_command(command, *args)), out, err)
+
+    def fetch(self, state: HostCommands) -> None:
+        """Run the host's hinted commands, in as few round trips as fit (usually one)."""
+        assert self.where is not None
+        hinted = [c for c in hints.load(hints.path_for(self.where, state.name, self.selection)) if isinstance(c, str)]
+        for part in chunks(hinted):
+            mark = f"@@llmfleet-verify-{secrets.token_hex(6)}@@"
+            state.batches += 1
+            try:
+                result = state.run(batch_script(part, mark, shell_of(state.backend)))
+            except Exception:  # noqa: BLE001 - no connection, ssh failed: each command runs where it is asked
+                continue
+            if result.rc != 0:
+                continue
+            for i, (rc, out, err) in read_batch(result.stdout_bytes.decode("utf-8", "replace"), mark,
+                                                len(part)).items():
+                if rc != 255:
+                    state.answers[part[i]] = (rc, out, err)
+
+    def finish(self) -> None:
+        """Each host's hint for the next run of these checks: what was asked exactly once, outside
+        acceptance checks."""
+        if self.where is None:
+            return
+        for state in self.hosts.values():
+            if not state.asked:
+                continue
+            keep = [c for c in state.order if state.asked[c] == 1 and c not in state.not_hinted]
+            hints.save(hints.path_for(self.where, state.name, self.selection), keep)
+
+    def summary(self) -> str | None:
+        """One line for the end of the run, or None when nothing was asked."""
+        states = [s for s in self.hosts.values() if s.asked]
+        if not states:
+            return None
+        asked = sum(sum(s.asked.values()) for s in states)
+        answered = sum(s.answered for s in states)
+        batches = sum(s.batches for s in states)
+        return (f"llmfleet verify: {asked} command(s) on {len(states)} host(s), {answered} of them answered by "
+                f"{batches} batched round trip(s) (hints: {self.where})")
