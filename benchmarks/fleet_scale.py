@@ -201,13 +201,12 @@ def main() -> None:
     for host, value in json.loads(fp[fp.index("{"):])["llmfleet.facts.HardwareFingerprint"].items():
         (state_dir / "hosts" / host).mkdir(parents=True, exist_ok=True)
         (state_dir / "hosts" / host / "fingerprint.json").write_text(json.dumps(value))
-    # each host's fact hint (llmfleet/factmemo.py), as any earlier deploy or audit of it leaves one
-    from llmfleet.audit import config_drift
-
+    # each host's hints (llmfleet/hints.py: the facts its dry run reads, the commands its verify checks
+    # run), as any earlier deploy or audit of it leaves them
     t0 = time.monotonic()
-    config_drift.plan(INV, names)
-    print(f"warm-up: a dry run of the {len(names)} hosts (their fact hints) in {time.monotonic() - t0:.1f} s",
-          flush=True)
+    warm = timed_audit(names, state_dir, work / "warm-up")
+    print(f"warm-up: an audit of the {len(names)} hosts (their hints) in {time.monotonic() - t0:.1f} s, exit "
+          f"{warm['exit']}", flush=True)
     # 1 host: lab-c1; 8: lab-c1..c8 (the slowed lab-c2 among them); 24: all, vLLM hosts included
     others = [n for n in names if n != SLOW]
     sets = {1: ["lab-c1"], 8: [SLOW] + others[:7], 24: names}
