@@ -321,8 +321,13 @@ def main() -> None:
     if not a.keep:
         sh(llmfleet, "lab", "down")
         for group in (SLOW_CGROUP, HOSTS_CPU):
-            if group.exists():
-                group.rmdir()  # empty once the lab's processes are gone
+            for _ in range(20):  # empty once the lab's last processes are gone (they take a moment)
+                try:
+                    if group.exists():
+                        group.rmdir()
+                    break
+                except OSError:
+                    time.sleep(0.5)
 
 
 if __name__ == "__main__":
