@@ -49,7 +49,6 @@ from pyinfra.api import QuoteString, StringCommand
 from pyinfra.api import command as pyinfra_command
 from pyinfra.api import facts as pyinfra_facts
 from pyinfra.api.arguments import CONNECTOR_ARGUMENT_KEYS
-from pyinfra.api.exceptions import FactProcessError
 from pyinfra.api.host import Host
 
 from llmfleet import hints
@@ -91,7 +90,7 @@ class _Memo:
 
     def record(self, host_name: str, key: tuple) -> None:
         """A fact read before anything ran on the host: into its next hint, where it can be."""
-        if host_name in self.touched:
+        if host_name in self.touched or key in self.first_reads.get(host_name, ()):
             return
         entry = _entry(key)
         if entry is not None:
@@ -218,8 +217,7 @@ def prefetch(state, host, memo: _Memo, keys: list[tuple]) -> None:
         if key in values:
             continue
         fact = cls()
-        connector_args = dict(_literal(connector))
-        if fact.shell_executable or connector_args.get("_get_pty") or \
+        if fact.shell_executable or dict(_literal(connector)).get("_get_pty") or \
                 type(fact).check_preconditions is not pyinfra_facts.FactBase.check_preconditions:
             continue  # a shell of its own, a terminal, or preconditions: pyinfra reads it as it would
         try:
@@ -227,7 +225,7 @@ def prefetch(state, host, memo: _Memo, keys: list[tuple]) -> None:
             requires = pyinfra_facts._make_command(fact.requires_command, dict(_literal(own)))
         except Exception:  # noqa: BLE001 - a fact whose arguments changed: pyinfra reads it, or says why
             continue
-        if requires:
+        if requires:  # as pyinfra's _get_fact wraps it, so that a missing command reads as missing
             command = StringCommand("if", "command", "-v", requires, ">/dev/null", "2>&1;", "then", "(", command,
                                     ");", "else", "echo", f"'{pyinfra_facts._MISSING_COMMAND_MARKER}';", "fi")
         groups.setdefault(connector, []).append((key, fact, command))
@@ -251,9 +249,7 @@ def prefetch(state, host, memo: _Memo, keys: list[tuple]) -> None:
                 continue
             try:
                 value = fact.process(lines) if lines else fact.default()
-            except FactProcessError:
-                continue
-            except Exception:  # noqa: BLE001 - pyinfra's own read will raise it where it belongs
+            except Exception:  # noqa: BLE001 - FactProcessError or worse: pyinfra's own read reports it
                 continue
             values[key] = value
             memo.from_batch.setdefault(host.name, set()).add(key)
@@ -263,7 +259,7 @@ def prefetch(state, host, memo: _Memo, keys: list[tuple]) -> None:
 def install() -> None:
     """Wrap pyinfra's fact reader and the host's commands (once per process); a no-op when
     LLMFLEET_FACT_MEMO=off."""
-    if _INSTALLED or os.environ.get("LLMFLEET_FACT_MEMO", "on").lower() in ("off", "0", "no", "false"):
+    if _INSTALLED or os.environ.get("LLMFLEET_FACT_MEMO", "on").lower() in hints.OFF:
         return
     read = pyinfra_facts._get_fact
     _INSTALLED["_get_fact"] = read

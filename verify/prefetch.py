@@ -110,10 +110,8 @@ class HostCommands:
 
     def __init__(self, backend: Any, run: Any, name: str) -> None:
         self.backend, self.run, self.name = backend, run, name
-        self.started = False
         self.answers: dict[str, tuple[int, bytes, bytes]] = {}
-        self.asked: Counter[str] = Counter()
-        self.order: list[str] = []
+        self.asked: Counter[str] = Counter()  # in the order first asked
         self.not_hinted: set[str] = set()
         self.batches = 0
         self.answered = 0
@@ -150,12 +148,9 @@ class Prefetch:
         backend.run = run
 
     def ask(self, state: HostCommands, text: str, command: str, args: tuple) -> Any:
-        if not state.started:
-            state.started = True
+        if not state.asked:  # the host's first command
             self.fetch(state)
         state.asked[text] += 1
-        if state.asked[text] == 1:
-            state.order.append(text)
         if self.acceptance:
             state.not_hinted.add(text)
         answer = state.answers.pop(text, None)
@@ -191,7 +186,7 @@ class Prefetch:
         for state in self.hosts.values():
             if not state.asked:
                 continue
-            keep = [c for c in state.order if state.asked[c] == 1 and c not in state.not_hinted]
+            keep = [c for c, n in state.asked.items() if n == 1 and c not in state.not_hinted]
             hints.save(hints.path_for(self.where, state.name, self.selection), keep)
 
     def summary(self) -> str | None:
