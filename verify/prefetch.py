@@ -38,7 +38,7 @@ import shlex
 from collections import Counter
 from typing import Any
 
-from llmfleet import hints
+from llmfleet import hints, remote
 
 KIND = "verify"
 # Commands per batch, in bytes: the batch is one argument of `sh -c` three times (the control
@@ -46,6 +46,7 @@ KIND = "verify"
 # at 128 KiB (MAX_ARG_STRLEN, include/uapi/linux/binfmts.h); the quoting grows it by about a fifth
 # (a lab host's 99 KB of commands: 104 KB of script, 122 KB as ssh's argument).
 MAX_BATCH_BYTES = 90_000
+PYTHON = "python3"  # the interpreter whose host scripts run together (not a vLLM environment's)
 BACKENDS = ("ssh", "local")  # testinfra backends whose `run` is wrapped (the rest run as they are)
 
 
@@ -59,11 +60,22 @@ def shell_of(backend: Any) -> str:
 
 def batch_script(commands: list[str], mark: str, shell: str = "/bin/sh") -> str:
     """One shell script that runs each command in its own `<shell> -c` with empty standard input
-    and prints, per command, `<mark> <i> <exit status>`, then its stdout and stderr in base64."""
+    and prints, per command, `<mark> <i> <exit status>`, then its stdout and stderr in base64.
+    The host scripts among them (llmfleet.remote.python_script's commands for `python3`, two or
+    more) run in one interpreter instead, a process each (llmfleet/remote/run_scripts.py), which
+    prints the same."""
+    scripts = [(i, parsed[1], parsed[2]) for i, parsed in enumerate(map(remote.parse, commands))
+               if parsed is not None and parsed[0] == PYTHON]
+    if len(scripts) < 2:
+        scripts = []
+    together = {i for i, _, _ in scripts}
     lines = ['d=$(mktemp -d) || exit 97', "trap 'rm -rf \"$d\"' EXIT"]
     for i, command in enumerate(commands):
-        lines.append(f'{shell} -c {shlex.quote(command)} >"$d/o" 2>"$d/e" </dev/null; r=$?; '
-                     f"printf '\\n{mark} {i} %d\\n' \"$r\"; base64 -w0 \"$d/o\"; echo; base64 -w0 \"$d/e\"; echo")
+        if i not in together:
+            lines.append(f'{shell} -c {shlex.quote(command)} >"$d/o" 2>"$d/e" </dev/null; r=$?; '
+                         f"printf '\\n{mark} {i} %d\\n' \"$r\"; base64 -w0 \"$d/o\"; echo; base64 -w0 \"$d/e\"; echo")
+    if scripts:
+        lines.append(remote.scripts_command(scripts, mark, PYTHON))
     return "\n".join(lines) + "\n"
 
 

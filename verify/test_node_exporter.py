@@ -12,7 +12,7 @@ TIMER = f"{telemetry.HOST_METRICS_UNIT}.timer"
 
 def test_node_exporter_serves_llmfleet_host_metrics(host, host_name, settings):
     port = settings.host_service_ports["node_exporter"]
-    url = telemetry.local_url(settings.node_exporter_address, port)
+    url = telemetry.local_url(settings.node_exporter_address, port, telemetry.NODE_EXPORTER_TEXTFILE_PATH)
     metrics_file = f"{settings.node_exporter_textfile_dir}/{telemetry.HOST_METRICS_FILE}"
     state = run_remote(host, "telemetry_state", json.dumps({
         "units": [telemetry.NODE_EXPORTER_SERVICE, TIMER], "files": [telemetry.NODE_EXPORTER_DEFAULTS, metrics_file],

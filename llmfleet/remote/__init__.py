@@ -15,7 +15,11 @@ this folder a script also runs as it is (`python3 llmfleet/remote/pci_gpus.py`).
 
 from __future__ import annotations
 
+import ast
+import base64
+import json
 import shlex
+import zlib
 from pathlib import Path
 
 FOLDER = Path(__file__).parent
@@ -48,3 +52,51 @@ def python_script(name: str, *args: str, python: str = "python3") -> str:
         raise ValueError(f"host script {name!r} has a line {_END!r}, which would end its heredoc early")
     quoted = "".join(" " + shlex.quote(a) for a in args)
     return f"{shlex.quote(python)} -{quoted} <<'{_END}'\n{source}{_END}"
+
+
+def parse(command: str) -> tuple[str, list[str], str] | None:
+    """(python, args, source) of a command that `python_script` made, exactly as it made it; None
+    for any other command (one whose first line the shell would expand, for one)."""
+    first, newline, rest = command.partition("\n")
+    tail = f" <<'{_END}'"
+    if not newline or not first.endswith(tail) or not rest.endswith("\n" + _END):
+        return None
+    source = rest[: -len(_END)]
+    if any(line == _END for line in source.splitlines()):
+        return None
+    try:
+        words = shlex.split(first[: -len(tail)])
+    except ValueError:
+        return None
+    if len(words) < 2 or words[1] != "-":
+        return None
+    python, args = words[0], words[2:]
+    if f"{shlex.quote(python)} -{''.join(' ' + shlex.quote(a) for a in args)}{tail}" != first:
+        return None  # not as python_script quotes it: the shell may read it otherwise
+    return python, args, source
+
+
+def imported(source: str) -> set[str]:
+    """The modules a script imports at its top level (`import x.y`, `from x import y`)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return set()
+    names: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            names |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.add(node.module)
+    return names - {HELPERS, "__future__"}
+
+
+def scripts_command(scripts: list[tuple[int, list[str], str]], mark: str, python: str = "python3") -> str:
+    """One command that runs several scripts of `python` (each (i, args, source), as `parse` reads
+    python_script's commands) in one interpreter, a forked child each (run_scripts.py), printing
+    each one's `<mark> <i> <exit status>`, stdout and stderr in base64 as verify/prefetch.py's batch
+    does."""
+    modules = sorted(set().union(*(imported(source) for _, _, source in scripts)))
+    payload = base64.b64encode(zlib.compress(json.dumps(
+        {"modules": modules, "scripts": [[i, args, source] for i, args, source in scripts]}).encode(), 9)).decode()
+    return python_script("run_scripts", mark, payload, python=python)

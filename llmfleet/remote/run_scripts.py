@@ -1,0 +1,82 @@
+"""Run on a host by the verify suite's batch (verify/prefetch.py): several host scripts, each as
+`python3 - ARGS <<'LLMFLEET_EOF'` would run it, in one interpreter instead of one each.
+
+argv: the batch's mark, and the scripts (base64 of zlib of JSON:
+{"modules": [...], "scripts": [[i, [args], source], ...]}). The standard-library modules named in
+"modules" (what the scripts import) are imported once here; then each script runs in a child of
+this process (fork), so each has a process of its own as it would have had: standard input empty,
+its standard output and error in files, sys.argv ["-", *args], its own `__main__`, and an exit as
+Python's own (SystemExit's code or message, a traceback and 1 for an exception, atexit handlers
+and threads waited for). What a script changes in the process, it changes in its child only.
+For each, in order, it prints what the shell's batch prints for a command:
+`\\n<mark> <i> <exit status>\\n<stdout in base64>\\n<stderr in base64>\\n`. A script killed by a
+signal exits 128 + the signal's number, as a shell reports it; the one thing missing then is the
+shell's own line about it ("Terminated" from `sh -c`), as no shell ran it.
+
+It is the interpreter startup that this saves: a lab host's verify batch ran 12 scripts, about 30 ms
+of the host's CPU each to start (benchmarks/fleet_scale.py measures the whole)."""
+import base64
+import json
+import os
+import shutil
+import sys
+import tempfile
+import types
+import zlib
+
+
+def child(args, source, out, err):
+    """The script in this (forked) process; never returns: SystemExit ends the interpreter as
+    `python3 -` would end."""
+    os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+    os.dup2(os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), 1)
+    os.dup2(os.open(err, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), 2)
+    main = types.ModuleType("__main__")
+    sys.modules["__main__"] = main
+    sys.argv = ["-", *args]
+    try:
+        exec(compile(source, "<stdin>", "exec"), main.__dict__)
+    except SystemExit:
+        raise
+    except BaseException as exc:  # as Python's own: the traceback (from the script's frames), exit 1
+        tb = exc.__traceback__.tb_next if exc.__traceback__ else None  # from the script's own frame
+        sys.excepthook(type(exc), exc.with_traceback(tb), tb)
+        raise SystemExit(1) from None
+    raise SystemExit(0)
+
+
+def exit_status(status):
+    if os.WIFSIGNALED(status):
+        return 128 + os.WTERMSIG(status)
+    return os.WEXITSTATUS(status)
+
+
+def b64(path):
+    with open(path, "rb") as f:
+        return base64.b64encode(f.read()).decode()
+
+
+mark, payload = sys.argv[1:3]
+batch = json.loads(zlib.decompress(base64.b64decode(payload)))
+stdlib = getattr(sys, "stdlib_module_names", ())  # Python 3.10+; older: each script imports its own
+for name in batch["modules"]:
+    if name.split(".")[0] in stdlib:
+        try:
+            __import__(name)
+        except Exception:  # noqa: BLE001 - the script's own import will say so
+            pass
+parent = os.getpid()
+folder = tempfile.mkdtemp(prefix="llmfleet-scripts-")  # 0700
+try:
+    for i, args, source in batch["scripts"]:
+        out, err = f"{folder}/{i}.out", f"{folder}/{i}.err"
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            child(args, source, out, err)
+        _, status = os.waitpid(pid, 0)
+        sys.stdout.write(f"\n{mark} {i} {exit_status(status)}\n{b64(out)}\n{b64(err)}\n")
+finally:
+    if os.getpid() == parent:  # a child's exit passes through here too
+        shutil.rmtree(folder, ignore_errors=True)
