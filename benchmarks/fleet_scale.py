@@ -68,6 +68,7 @@ def used_cpu(who: int = resource.RUSAGE_CHILDREN) -> float:
     return ru.ru_utime + ru.ru_stime
 
 
+IDLE_S = 20  # seconds over which the lab's own work is measured, nothing asked of it
 HOSTS_CPU = Path("/sys/fs/cgroup/cpuacct/llmfleet-bench-hosts")  # every container's processes
 
 
@@ -203,6 +204,7 @@ def main() -> None:
         (state_dir / "hosts" / host / "fingerprint.json").write_text(json.dumps(value))
     # each host's hints (llmfleet/hints.py: the facts its dry run reads, the commands its verify checks
     # run), as any earlier deploy or audit of it leaves them
+    count_hosts_cpu(names)  # before the warm-up, which counts them too
     t0 = time.monotonic()
     warm = timed_audit(names, state_dir, work / "warm-up")
     print(f"warm-up: an audit of the {len(names)} hosts (their hints) in {time.monotonic() - t0:.1f} s, exit "
@@ -214,8 +216,12 @@ def main() -> None:
     print(f"\nhosts: {len(names)}; serving vLLM: {', '.join(serving)}; slowed: {SLOW} ({a.cpu_percent} % of a "
           f"core); shards: {fleetrun.shard_count(HOSTS)} on {os.cpu_count()} cores; the lab's Prometheus paused while "
           "measuring\n", flush=True)
-    count_hosts_cpu(names)
     prometheus(signal.SIGSTOP)
+    t0, h0 = time.monotonic(), hosts_cpu()
+    time.sleep(IDLE_S)
+    idle = (hosts_cpu() - h0) / (time.monotonic() - t0)
+    print(f"the lab's own work with nothing asked of it: {idle:.2f} CPU s a second (over {IDLE_S} s: systemd, "
+          "exporters, timers, the idle vLLM servers)\n", flush=True)
     try:
         for r in range(a.rounds):
             order = [False, True] if r % 2 == 0 else [True, False]
@@ -299,6 +305,8 @@ def main() -> None:
           f"({cores} x {med('audit 24 plain'):.0f} s = {cores * med('audit 24 plain'):.0f} CPU s "
           "of room)")
     floor = (control + own) / cores
+    print(f"of the hosts' {own:.0f} CPU s, about {idle * med('audit 24 plain'):.0f} were the lab's own work, "
+          "which runs whether audited or not")
     print(f"floor on this machine: {control + own:.0f} CPU s over {cores} cores = {floor:.0f} s for 24 hosts, a 24 / 1 "
           f"ratio of at least {floor / med('audit 1 plain'):.2f} however the work is spread; the hosts' own commands "
           f"alone: {own / cores:.0f} s ({own / cores / med('audit 1 plain'):.2f}). A fleet's hosts run their own "

@@ -92,20 +92,23 @@ class Lab:
         """The whole lab deployed, one pyinfra run per lab group at once (deploy_at_once)."""
         return deploy_at_once(LAB_GROUPS, *extra)[1]
 
-    def verify(self, check: bool = True, acceptance: bool = False) -> subprocess.CompletedProcess:
+    def verify(self, check: bool = True, acceptance: bool = False,
+               kinds: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
         """The verify suite on every lab host: one pytest for the containers and one for the VM, at
         once, so the emulated VM's slow round trips (about 50 s of checks) overlap the containers'
         checks instead of adding to them. The containers' hosts stay in one pytest, one after the
         other: their acceptance checks (the throughput probe, 18 s a host, asked for only by
         test_lab.py's whole-suite run) measure a server only while no other probe loads the 2
         shared cores (three at once all lost their SLO at 2 req/s). Returns both outputs, the
-        containers' first, and the worse exit status; with `check`, a failure fails the test."""
+        containers' first, and the worse exit status; with `check`, a failure fails the test.
+        `kinds`: only the hosts of these kinds ("container", "vm"), else all."""
         marker = [] if acceptance else ["-m", "not acceptance"]
-        kinds = {name: h["kind"] for name, h in state()["hosts"].items()}
+        host_kinds = {name: h["kind"] for name, h in state()["hosts"].items()}
         parts: dict[str, list[str]] = {}
         for url in self.testinfra_hosts().split(","):
             name = url.removeprefix("ssh://").split("?", 1)[0]
-            parts.setdefault(kinds[name], []).append(url)
+            if not kinds or host_kinds[name] in kinds:
+                parts.setdefault(host_kinds[name], []).append(url)
         codes, output = run_at_once({kind: [str(BIN / "pytest"), "verify/", "-p", "no:cacheprovider", "-q", "-rf",
                                             *marker, f"--hosts={','.join(urls)}"]
                                      for kind, urls in sorted(parts.items())}, timeout=900)
