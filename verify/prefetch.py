@@ -22,6 +22,10 @@ The rules that keep an answer the one the check would have had:
   error come back byte for byte (base64). A command that exited 255 (what ssh itself exits with on
   a failure, which testinfra raises as an error) and a batch that fails as a whole run again on
   their own.
+- The host scripts among the commands (llmfleet.remote.python_script's, for python3) run in one
+  interpreter, a forked child each (llmfleet/remote/run_scripts.py): the same answer without an
+  interpreter start each (the one difference, for a script killed by a signal: no shell prints
+  its "Terminated" line).
 The verify suite checks state and never changes it, so a command run a few seconds before its check
 reads what the check would have read; the hints trade that moment for the round trips.
 

@@ -3,6 +3,8 @@
 Every `<name>.py` here runs on a host, never on the control machine and never imported: the
 deploy's facts and operations (pyinfra), the audit and onboarding, and the verify suite
 (testinfra's `host.run`) all run it through `python_script()`, which returns one shell command.
+`parse()` reads such a command back, and `scripts_command()` runs several of them in one
+interpreter, a forked child each (`run_scripts.py`: the verify suite's batch, verify/prefetch.py).
 The scripts need only the host's Python standard library (those run with the vLLM environment's
 python may import what it has: torch, nvidia-ml-py, vllm), and each prints one JSON object.
 
