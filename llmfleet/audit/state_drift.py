@@ -88,8 +88,15 @@ def verify(inventory: str, hosts: list[dict], workers: int = 8, marker: str = "n
            ) -> tuple[list[Problem], dict[str, int], dict[str, list[str]]]:
     """(problems, {host: checks run}, {host: notes}); with ``figures``, what the checks recorded
     (record_property: the weights load time, the model storage, the burn-in, ...) is added to it as
-    {host: {name: value}}."""
-    tmp = Path(tempfile.mkdtemp(prefix="llmfleet-audit-"))
+    {host: {name: value}}. Its ssh settings and the checks' results go to a temporary folder (0700),
+    removed when it returns."""
+    with tempfile.TemporaryDirectory(prefix="llmfleet-audit-") as folder:
+        return _verify(Path(folder), inventory, hosts, workers, marker, timeout_s, data, figures)
+
+
+def _verify(tmp: Path, inventory: str, hosts: list[dict], workers: int, marker: str, timeout_s: int,
+            data: list[str] | None, figures: dict[str, dict] | None
+            ) -> tuple[list[Problem], dict[str, int], dict[str, list[str]]]:
     ssh_config = tmp / "ssh_config"
     ssh_config.touch()
     urls = {h["name"]: testinfra_url(h["name"], h["data"], ssh_config) for h in hosts}

@@ -432,3 +432,28 @@ def test_a_verify_result_is_told_to_its_host_by_the_whole_host_id_not_a_prefix()
     assert host_of("verify/test_gpu.py::test_x[local://]", tokens) == "@local"
     assert host_of("verify/test_gpu.py::test_x[ssh://lab-c2]", tokens) is None
     assert host_of("verify/conftest.py::setup", tokens) is None
+
+
+def test_the_verify_part_leaves_no_temporary_folder_behind(tmp_path, monkeypatch, request):
+    """The audit's verify part writes an ssh config and each pytest process's results to a folder of
+    its own, removed when it returns (91 of them had piled up in this machine's /tmp): here a host
+    whose ssh port refuses, so the suite runs for real and reports the host."""
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    from llmfleet.audit import state_drift
+
+    # a short temporary root: ssh's control socket path there must stay under 108 bytes
+    root = Path(tempfile.mkdtemp(prefix="lf-", dir="/tmp"))
+    request.addfinalizer(lambda: shutil.rmtree(root, ignore_errors=True))
+    monkeypatch.setattr(tempfile, "tempdir", str(root))
+    monkeypatch.setenv("LLMFLEET_HINTS", str(tmp_path / "hints"))
+    inventory = tmp_path / "refusing.py"
+    inventory.write_text('hosts = [("refusing", {"ssh_hostname": "127.0.0.1", "ssh_port": 1, '
+                         '"vllm_enabled": False})]\n')
+    problems, _, _ = state_drift.verify(str(inventory), [{"name": "refusing", "data": {
+        "ssh_hostname": "127.0.0.1", "ssh_port": 1, "ssh_user": "root"}}], workers=1, timeout_s=120)
+    assert problems and {p.host for p in problems} == {"refusing"}, problems
+    assert any("Connection refused" in (p.why or "") for p in problems), [p.why for p in problems[:3]]
+    assert list(root.glob("llmfleet-audit-*")) == []
