@@ -162,7 +162,12 @@ def test_an_overloaded_trial_fails_and_its_report_shows_the_queue_that_caused_it
     assert server["queue"]["max"] >= 1 and server["running"]["max"] <= 16, server
     cause = next(r for r in t["reasons"] if r.startswith("server: "))
     assert f"queue: up to {server['queue']['max']:g} requests waiting" in cause, t["reasons"]
-    assert not t["passed"] and t["overall"]["goodput_share"] < 0.8
+    # it fails on what the overload did to the requests: a percentile over its SLO, or the goodput share
+    # under the minimum (which of them depends on how fast the shared machine is that minute: one
+    # fresh-clone run failed its p95 with 90 % of the requests still within every SLO)
+    assert not t["passed"] and any(" > SLO " in r or r.startswith("goodput share ") for r in t["reasons"]), \
+        t["reasons"]
+    assert t["overall"]["goodput_share"] < 1.0, t["overall"]
     assert "server (vLLM 0.32.0 /metrics" in " ".join(p.stdout.split())
 
 
