@@ -86,10 +86,13 @@ def test_inventory_probe_reports_every_container_host_and_gates_on_a_baseline(se
         assert doc["ceiling"] is None and "no GPU profile" in doc["ceiling_note"]
         assert (OUT / f"{name}.png").read_bytes()[:4] == b"\x89PNG"
     # the baseline just recorded (of the last host) gates the next run of that host; a baseline far
-    # better than this lab can do fails it, with exit status 1 and the numbers
+    # better than this lab can do fails it, with exit status 1 and the numbers. The pass is asked with
+    # the widest tolerance the setting takes (under 1): the p95 of 12 requests is about their slowest,
+    # and one fresh-clone run on a busy machine read 1042 ms against the 564 ms just recorded (the
+    # lab's 0.5 allows 846)
     last = list(serving)[-1]
     p = probe("--inventory", "inventories/lab.py", "--limit", last, "--out-dir", str(OUT), "--baseline", str(base),
-              *short)
+              "--data", "probe_baseline_tolerance=0.99", *short)
     assert p.returncode == 0 and "baseline gate: pass" in p.stdout, p.stdout[-2000:]
     doc = json.loads(base.read_text())
     doc["p95_e2e_ms"] = 1.0
