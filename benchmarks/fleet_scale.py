@@ -45,7 +45,9 @@ sys.path.insert(0, str(ROOT))
 
 from llmfleet import fleetrun  # noqa: E402
 from llmfleet.inventory import read as read_inventory  # noqa: E402
+from llmfleet.lab import cgroup  # noqa: E402
 from llmfleet.lab.config import LabPaths  # noqa: E402
+from llmfleet.lab.hosts import container_cgroup  # noqa: E402
 from llmfleet.lab.state import LabState  # noqa: E402
 
 BIN = Path(sys.executable).parent
@@ -78,15 +80,8 @@ def hosts_cpu() -> float:
 
 def count_hosts_cpu(names: list[str]) -> None:
     """Every process of the bench lab's containers into one cpuacct group (new ones inherit it)."""
-    HOSTS_CPU.mkdir(exist_ok=True)
     for name in names:
-        tree = Path(f"/sys/fs/cgroup/systemd/llmfleet-lab/{os.environ['LLMFLEET_LAB_PREFIX']}-{name}")
-        for procs in tree.rglob("cgroup.procs"):
-            for pid in procs.read_text().split():
-                try:
-                    (HOSTS_CPU / "cgroup.procs").write_text(pid)
-                except OSError:
-                    pass
+        cgroup.move_to(container_cgroup(name), HOSTS_CPU)
 
 
 def prometheus(sig: int) -> None:
@@ -158,16 +153,10 @@ def slow(host: str, cpu_percent: int | None) -> None:
     lab keeps each container in, llmfleet/lab/cgroup.py) into a cpu cgroup limited to `cpu_percent` of
     one core; new processes (each SSH command) inherit it. None: the limit lifted. (A delay on its
     link was the first choice: this machine's kernel has no sch_netem.)"""
-    tree = Path(f"/sys/fs/cgroup/systemd/llmfleet-lab/{os.environ['LLMFLEET_LAB_PREFIX']}-{host}")
     SLOW_CGROUP.mkdir(exist_ok=True)
     (SLOW_CGROUP / "cpu.cfs_period_us").write_text("100000")
     (SLOW_CGROUP / "cpu.cfs_quota_us").write_text(str(cpu_percent * 1000) if cpu_percent else "-1")
-    for procs in tree.rglob("cgroup.procs"):
-        for pid in procs.read_text().split():
-            try:
-                (SLOW_CGROUP / "cgroup.procs").write_text(pid)
-            except OSError:
-                pass  # gone meanwhile
+    cgroup.move_to(container_cgroup(host), SLOW_CGROUP)
 
 
 def main() -> None:

@@ -13,8 +13,6 @@ the minimum of each, and whether both answered every command with the same exit 
 
 from __future__ import annotations
 
-import glob
-import json
 import os
 import shlex
 import subprocess
@@ -25,7 +23,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from llmfleet.lab.config import PREFIX, LabPaths  # noqa: E402
+from llmfleet import hints  # noqa: E402
+from llmfleet.lab import cgroup  # noqa: E402
+from llmfleet.lab.config import LabPaths  # noqa: E402
+from llmfleet.lab.hosts import container_cgroup  # noqa: E402
 from verify import prefetch as pf  # noqa: E402
 
 MARK = "@@llmfleet-bench@@"
@@ -36,22 +37,16 @@ def main() -> None:
     rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 10
     ssh_config = str(LabPaths.from_env().ssh_config)
     group = Path(f"/sys/fs/cgroup/cpuacct/llmfleet-bench-{host}")
-    group.mkdir(exist_ok=True)
-    for procs in Path(f"/sys/fs/cgroup/systemd/llmfleet-lab/{PREFIX}-{host}").rglob("cgroup.procs"):
-        for pid in procs.read_text().split():
-            try:
-                (group / "cgroup.procs").write_text(pid)
-            except OSError:
-                pass  # gone since
+    cgroup.move_to(container_cgroup(host), group)
 
     def used() -> float:
         return int((group / "cpuacct.usage").read_text()) / 1e9
 
-    files = sorted(glob.glob(os.path.expanduser(f"~/.cache/llmfleet/hints/verify/ssh_{host}-*.json")),
-                   key=os.path.getsize)
+    where = hints.folder(pf.KIND)  # LLMFLEET_HINTS, else ~/.cache/llmfleet/hints/verify
+    files = sorted(where.glob(f"ssh_{host}-*.json"), key=os.path.getsize) if where else []
     if not files:
         sys.exit(f"no verify hint of {host}: run `pytest verify/ --hosts=ssh://{host}` (or an audit) first")
-    commands = json.loads(Path(files[-1]).read_text())
+    commands = [c for c in hints.load(files[-1]) if isinstance(c, str)]
     together = pf.batch_script(commands, MARK)
     pf.PYTHON = "none: each script in a python3 of its own"
     apart = pf.batch_script(commands, MARK)

@@ -61,6 +61,21 @@ def enter(name: str) -> list[str]:
     return missed
 
 
+def move_to(name: str, group: Path) -> None:
+    """Every process now in the container cgroup `name` (its whole tree) into `group`, a cgroup of a
+    controller's v1 hierarchy (made where missing): the benchmarks count or limit a lab host's CPU
+    that way (a cpuacct or cpu group), and the processes it starts later inherit it. A process gone
+    meanwhile is skipped."""
+    group.mkdir(exist_ok=True)
+    for mount in _mounts()[:1]:  # every tracking hierarchy holds the same processes
+        for procs in (mount / LAB_PARENT / name).rglob("cgroup.procs"):
+            for pid in procs.read_text().split():
+                try:
+                    (group / "cgroup.procs").write_text(pid)
+                except OSError:
+                    pass  # gone meanwhile
+
+
 def _populated(group: Path) -> bool:
     events = group / "cgroup.events"  # cgroup2 only; a v1 cgroup is read by its procs
     try:
