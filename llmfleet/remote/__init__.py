@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ast
 import base64
+import functools
 import json
 import shlex
 import zlib
@@ -78,19 +79,21 @@ def parse(command: str) -> tuple[str, list[str], str] | None:
     return python, args, source
 
 
-def imported(source: str) -> set[str]:
-    """The modules a script imports at its top level (`import x.y`, `from x import y`)."""
+@functools.lru_cache(maxsize=256)
+def imported(source: str) -> frozenset[str]:
+    """The modules a script imports at its top level (`import x.y`, `from x import y`); each script's
+    source is parsed once per process, however many hosts' batches carry it."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
-        return set()
+        return frozenset()
     names: set[str] = set()
     for node in tree.body:
         if isinstance(node, ast.Import):
             names |= {a.name for a in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
             names.add(node.module)
-    return names - {HELPERS, "__future__"}
+    return frozenset(names - {HELPERS, "__future__"})
 
 
 def scripts_command(scripts: list[tuple[int, list[str], str]], mark: str, python: str = "python3") -> str:

@@ -60,7 +60,7 @@ def alone(command: str) -> tuple[int, bytes, bytes]:
 
 def runners(script: str) -> int:
     """How many interpreters the batch starts for scripts together (run_scripts.py's own command)."""
-    return sum(1 for line in script.splitlines() if line.startswith("python3 - ") and "llmfleet-scripts-" in script)
+    return sum(1 for line in script.splitlines() if line.startswith("python3 - "))
 
 
 def batched(commands: list[str], env: dict | None = None) -> tuple[str, dict[int, tuple[int, bytes, bytes]]]:
