@@ -8,7 +8,7 @@ Settings are validated first: invalid group data stops the deploy before any hos
 
 from pyinfra import host
 
-from llmfleet import factmemo
+from llmfleet import factmemo, pyinfra_speed
 from llmfleet.settings import settings_for
 from operations import (
                         base_packages,
@@ -35,6 +35,7 @@ from operations import (
 )
 
 factmemo.install()  # each fact read once per host until something runs there (llmfleet/factmemo.py)
+pyinfra_speed.install()  # two of pyinfra's per-operation costs paid once (llmfleet/pyinfra_speed.py)
 settings = settings_for(host)
 
 # host baseline

