@@ -18,6 +18,7 @@ from llmfleet.errors import InventoryError
 from llmfleet.inventory import read as read_inventory
 from llmfleet.settings import Settings, SettingsError, validate
 from verify.helpers import run_remote
+from verify.prefetch import AHEAD as PREFETCH_AHEAD
 from verify.prefetch import Prefetch
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -29,6 +30,12 @@ _CONTAINER: dict[str, bool] = {}  # host -> whether it is a container host
 
 def pytest_collection_finish(session):
     _PREFETCH.select([item.nodeid for item in session.items])
+    hosts: dict[int, object] = {}  # testinfra's hosts, in the order their checks run
+    for item in session.items:
+        found = getattr(item, "callspec", None) and item.callspec.params.get("_testinfra_host")
+        if found is not None:
+            hosts.setdefault(id(found), found)
+    _PREFETCH.plan([h.backend for h in hosts.values()], session.config.getoption("--prefetch-ahead"))
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -60,6 +67,10 @@ def pytest_addoption(parser):
     parser.addoption("--inventory", default=os.environ.get("LLMFLEET_INVENTORY", "inventories/lab.py"),
                      help="pyinfra inventory whose group data holds the expected state "
                           "(default: inventories/lab.py)")
+    parser.addoption("--prefetch-ahead", type=int, default=PREFETCH_AHEAD, metavar="N",
+                     help="hosts whose batched commands start while the checks of the hosts before them "
+                          f"run, at most N ahead of their own checks (default {PREFETCH_AHEAD}; 0: each "
+                          "host's batch starts at its first check; verify/prefetch.py)")
     parser.addoption("--data", action="append", default=[], metavar="KEY=VALUE",
                      help="override a setting for every host, as pyinfra's --data does (repeatable), "
                           "e.g. --data gpu_profile=v100_sxm2_32gb_x8")

@@ -29,6 +29,13 @@ The rules that keep an answer the one the check would have had:
 The verify suite checks state and never changes it, so a command run a few seconds before its check
 reads what the check would have read; the hints trade that moment for the round trips.
 
+Hosts ahead: with several hosts in one run, testinfra checks them one after the other, and each
+host's batch used to start at its first check, the control side waiting on it. `plan` (called
+once the checks are collected, with the hosts in the order their checks run) starts the batches
+of the first AHEAD hosts at once, in threads, and each host's first check starts the batch of the
+host AHEAD places after it: a batch runs while the checks of the hosts before it run, never more
+than AHEAD hosts before its own checks. A host's first check waits for its own batch.
+
 LLMFLEET_HINTS=off: every command runs where it is asked.
 """
 
@@ -40,6 +47,7 @@ import re
 import secrets
 import shlex
 from collections import Counter
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from llmfleet import hints, remote
@@ -52,6 +60,9 @@ KIND = "verify"
 MAX_BATCH_BYTES = 90_000
 PYTHON = "python3"  # the interpreter whose host scripts run together (not a vLLM environment's)
 BACKENDS = ("ssh", "local")  # testinfra backends whose `run` is wrapped (the rest run as they are)
+# Hosts whose batch may run before their own checks, while the checks of the hosts before them run
+# (`pytest verify/ --prefetch-ahead N`): a batch is mostly the host's work and a round trip.
+AHEAD = 4
 
 
 def shell_of(backend: Any) -> str:
@@ -131,6 +142,7 @@ class HostCommands:
         self.not_hinted: set[str] = set()
         self.batches = 0
         self.answered = 0
+        self.future: Future | None = None  # its batch, started ahead of its checks
 
 
 class Prefetch:
@@ -142,6 +154,28 @@ class Prefetch:
         self.acceptance = False
         self.hosts: dict[int, HostCommands] = {}
         self.where = hints.folder(KIND)
+        self.order: list[HostCommands] = []  # the hosts in the order their checks run
+        self.ahead = AHEAD
+        self.pool: ThreadPoolExecutor | None = None
+
+    def plan(self, backends: list[Any], ahead: int = AHEAD) -> None:
+        """The run's hosts, in the order their checks run: the batches of the first `ahead` start now,
+        each in a thread of its own (0: each host's batch starts at its first check)."""
+        for backend in backends:
+            self.wrap(backend)
+        self.order = [self.hosts[id(b)] for b in backends if id(b) in self.hosts]
+        self.ahead = max(0, ahead)
+        if self.order and self.ahead:
+            self.pool = ThreadPoolExecutor(max_workers=self.ahead, thread_name_prefix="llmfleet-prefetch")
+            self.start(self.ahead)
+
+    def start(self, upto: int) -> None:
+        """Start the batches of the first `upto` hosts of the order that have none yet."""
+        if self.pool is None:
+            return
+        for state in self.order[:upto]:
+            if state.future is None and not state.asked:
+                state.future = self.pool.submit(self.fetch, state)
 
     def select(self, test_ids: list[str]) -> None:
         """The checks this run asks for (their ids without the host part): a hint per selection."""
@@ -165,7 +199,12 @@ class Prefetch:
 
     def ask(self, state: HostCommands, text: str, command: str, args: tuple) -> Any:
         if not state.asked:  # the host's first command
-            self.fetch(state)
+            if state.future is not None:
+                state.future.result()  # its batch, started ahead (fetch never raises for a host's failure)
+            else:
+                self.fetch(state)
+            if state in self.order:
+                self.start(self.order.index(state) + 1 + self.ahead)
         state.asked[text] += 1
         if self.acceptance:
             state.not_hinted.add(text)
@@ -196,7 +235,10 @@ class Prefetch:
 
     def finish(self) -> None:
         """Each host's hint for the next run of these checks: what was asked exactly once, outside
-        acceptance checks."""
+        acceptance checks. A batch started for a host none of whose checks ran is waited for."""
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+            self.pool = None
         if self.where is None:
             return
         for state in self.hosts.values():

@@ -200,3 +200,74 @@ def test_the_verify_suite_prints_the_line_and_keeps_a_hint_per_host(tmp_path, hi
     asked = int(line.split()[2])
     assert asked > 0 and f"{asked} of them answered by 1 batched round trip(s)" in line, line
     assert len(list(hint_folder.iterdir())) == 1
+
+
+def several(names: list[str]) -> tuple[pf.Prefetch, list[Host], list[list[str]], list]:
+    """A run with several hosts (local backends, each named as a host of its own: its own hint)."""
+    run = pf.Prefetch()
+    run.select(["verify/test_x.py::test_a[local://]"])
+    backends, trips = [], []
+    for name in names:
+        backend = testinfra.backend.get_backend("local://")
+        backend.get_hostname = lambda name=name: name  # type: ignore[method-assign]
+        seen: list[str] = []
+        own = backend.run
+
+        def counted(command, *args, __own=own, __seen=seen, **kwargs):
+            __seen.append(command)
+            return __own(command, *args, **kwargs)
+
+        backend.run = counted  # type: ignore[method-assign]
+        backends.append(backend)
+        trips.append(seen)
+    return run, [Host(b) for b in backends], trips, backends
+
+
+def test_a_hosts_batch_runs_while_the_checks_of_the_hosts_before_it_run_never_more_than_ahead_of_its_own(
+        tmp_path):
+    log = tmp_path / "log"
+    names = ["h1", "h2", "h3", "h4"]
+    first, hosts, _, backends = several(names)
+    first.plan(backends, ahead=0)  # each batch at its host's first check, as before
+    for name, host in zip(names, hosts, strict=True):
+        host.run(counting(log, name))
+    first.finish()
+
+    second, hosts, trips, backends = several(names)
+    second.plan(backends, ahead=2)
+    states = second.order
+    assert [s.name for s in states] == [f"local:{n}" for n in names]
+    assert [s.future is not None for s in states] == [True, True, False, False]  # the first two, at once
+    states[0].future.result(), states[1].future.result()
+    assert sorted(log.read_text().split()[4:]) == ["h1", "h2"]  # both batches ran before any check asked
+    assert hosts[0].run(counting(log, "h1")).stdout == "h1\n"  # h1's first check: h3's batch starts
+    assert [s.future is not None for s in states] == [True, True, True, False]
+    for name, host in zip(names[1:], hosts[1:], strict=True):
+        assert host.run(counting(log, name)).stdout == f"{name}\n"
+    assert trips == [[t[0]] for t in trips] and all("@@llmfleet-verify-" in t[0] for t in trips)  # one batch each
+    second.finish()
+    assert runs(log) == 8  # each command ran once per run
+    assert second.summary().startswith("llmfleet verify: 4 command(s) on 4 host(s), 4 of them answered by 4 ")
+
+
+def test_a_batch_that_fails_in_its_thread_leaves_the_hosts_commands_to_run_where_they_are_asked(tmp_path):
+    log = tmp_path / "log"
+    first, hosts, _, backends = several(["h1", "h2"])
+    first.plan(backends, ahead=0)
+    for name, host in zip(["h1", "h2"], hosts, strict=True):
+        host.run(counting(log, name))
+    first.finish()
+
+    second, hosts, trips, backends = several(["h1", "h2"])
+    own = backends[1].run
+
+    def refusing(command, *args, **kwargs):
+        if "@@llmfleet-verify-" in command:
+            raise RuntimeError("ssh: connect to host h2 port 22: Connection refused")
+        return own(command, *args, **kwargs)
+
+    backends[1].run = refusing  # type: ignore[method-assign]
+    second.plan(backends, ahead=4)
+    assert [h.run(counting(log, n)).stdout for n, h in zip(["h1", "h2"], hosts, strict=True)] == ["h1\n", "h2\n"]
+    second.finish()
+    assert runs(log) == 4 and second.hosts[id(backends[1])].answered == 0
