@@ -90,8 +90,23 @@ def verify(inventory: str, hosts: list[dict], workers: int = 8, marker: str = "n
     (record_property: the weights load time, the model storage, the burn-in, ...) is added to it as
     {host: {name: value}}. Its ssh settings and the checks' results go to a temporary folder (0700),
     removed when it returns."""
-    with tempfile.TemporaryDirectory(prefix="llmfleet-audit-") as folder:
+    with tempfile.TemporaryDirectory(prefix=FOLDER_PREFIX, dir=folder_root()) as folder:
         return _verify(Path(folder), inventory, hosts, workers, marker, timeout_s, data, figures)
+
+
+FOLDER_PREFIX = "llmfleet-audit-"
+# The folder holds ssh's control sockets (llmfleet/audit/testinfra.py: ControlPath <folder>/cm-%C,
+# %C 40 characters). ssh makes a socket at that path plus a 17-character suffix, and a socket's
+# path is at most 107 bytes (sun_path, sys/un.h): past that ssh refuses to run at all ("ControlPath
+# too long"), so the folder's own path may be at most 107 - 17 - 44 = 46 bytes.
+FOLDER_PATH_MAX = 107 - 17 - len("/cm-") - 40
+
+
+def folder_root(root: str | None = None) -> str:
+    """Where the verify part's folder goes: the temporary folder (TMPDIR), or /tmp where TMPDIR's
+    path is too long for ssh's control sockets (mkdtemp adds 8 characters to the prefix)."""
+    root = root or tempfile.gettempdir()
+    return root if len(root) + 1 + len(FOLDER_PREFIX) + 8 <= FOLDER_PATH_MAX else "/tmp"
 
 
 def _verify(tmp: Path, inventory: str, hosts: list[dict], workers: int, marker: str, timeout_s: int,

@@ -444,7 +444,6 @@ def test_the_verify_part_leaves_no_temporary_folder_behind(tmp_path, monkeypatch
 
     from llmfleet.audit import state_drift
 
-    # a short temporary root: ssh's control socket path there must stay under 108 bytes
     root = Path(tempfile.mkdtemp(prefix="lf-", dir="/tmp"))
     request.addfinalizer(lambda: shutil.rmtree(root, ignore_errors=True))
     monkeypatch.setattr(tempfile, "tempdir", str(root))
@@ -457,3 +456,28 @@ def test_the_verify_part_leaves_no_temporary_folder_behind(tmp_path, monkeypatch
     assert problems and {p.host for p in problems} == {"refusing"}, problems
     assert any("Connection refused" in (p.why or "") for p in problems), [p.why for p in problems[:3]]
     assert list(root.glob("llmfleet-audit-*")) == []
+
+
+def test_a_long_tmpdir_does_not_keep_the_verify_part_from_reaching_its_hosts(tmp_path, monkeypatch):
+    """ssh refuses to run at all when its control socket's path passes 107 bytes ("ControlPath too
+    long"): under a long TMPDIR the verify part's folder goes to /tmp, and the host is reached (here
+    its port refuses, and the problem says so, not that the path is too long)."""
+    import tempfile
+
+    from llmfleet.audit import state_drift
+
+    long_root = tmp_path / ("t" * 60)
+    long_root.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(long_root))
+    monkeypatch.setenv("LLMFLEET_HINTS", str(tmp_path / "hints"))
+    assert state_drift.folder_root() == "/tmp"
+    assert state_drift.folder_root("/tmp") == "/tmp" and state_drift.folder_root("/var/tmp/x") == "/var/tmp/x"
+    inventory = tmp_path / "refusing.py"
+    inventory.write_text('hosts = [("refusing", {"ssh_hostname": "127.0.0.1", "ssh_port": 1, '
+                         '"vllm_enabled": False})]\n')
+    problems, _, _ = state_drift.verify(str(inventory), [{"name": "refusing", "data": {
+        "ssh_hostname": "127.0.0.1", "ssh_port": 1, "ssh_user": "root"}}], workers=1, timeout_s=120)
+    whys = [p.why or "" for p in problems]
+    assert problems and not any("ControlPath too long" in w for w in whys), whys[:3]
+    assert any("Connection refused" in w for w in whys), whys[:3]
+    assert list(long_root.glob("llmfleet-audit-*")) == []
