@@ -1,8 +1,10 @@
 """The host CPU of one lab host's verify batch (verify/prefetch.py), its python3 host scripts in one
 interpreter (llmfleet/remote/run_scripts.py) against each in a python3 of its own, alternated.
 
-    . /work/bench/env.sh   # or any lab: LLMFLEET_LAB_DIR, LLMFLEET_LAB_PREFIX
     .venv/bin/python benchmarks/verify_batch_cpu.py lab-c10 [rounds]
+
+with the lab's LLMFLEET_LAB_DIR and LLMFLEET_LAB_PREFIX set (fleet_scale's bench lab:
+/var/lib/llmfleet/bench-lab and llmb; the demo's lab: none needed).
 
 Needs a lab that is up and deployed, and a verify hint of the host (any earlier `pytest verify/` or
 audit of it leaves one: ~/.cache/llmfleet/hints/verify/). The batch is the host's hinted commands,

@@ -310,16 +310,11 @@ class _HttpUrl(click.ParamType):
         return value.rstrip("/")
 
 
-@functools.cache
 def _group_data_defaults() -> dict:
     """group_data/all.py's settings: what URL mode measures with (probe_*) and its gpu_profiles."""
-    import runpy
+    from llmfleet.settings import group_data_defaults
 
-    from llmfleet.probe.fleet import ROOT
-    from llmfleet.settings import Settings
-
-    return {k: v for k, v in runpy.run_path(str(ROOT / "group_data" / "all.py")).items()
-            if k in Settings.model_fields}
+    return group_data_defaults()
 
 
 class _GpuProfileName(click.ParamType):

@@ -126,16 +126,11 @@ def _literal(text: str) -> Any:
         return None
 
 
-def _entry(key: tuple) -> dict | None:
-    """A key as a hint file's entry (a copy of the one worked out once per key), or None: _hint_entry."""
-    entry = _hint_entry(key)
-    return dict(entry) if entry is not None else None
-
-
 @functools.lru_cache(maxsize=4096)
-def _hint_entry(key: tuple) -> dict | None:
+def _entry(key: tuple) -> dict | None:
     """A key as a hint file's entry, or None where it must not or cannot be written: a fact class
-    not importable by its name, arguments that are not plain literals, secrets among them."""
+    not importable by its name, arguments that are not plain literals, secrets among them (worked
+    out once per key; callers only read it)."""
     cls, own, connector = key
     if "<locals>" in cls.__qualname__:
         return None

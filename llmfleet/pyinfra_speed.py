@@ -29,21 +29,22 @@ from typing import Any
 
 import pyinfra
 
+from llmfleet import hints
+
 # the modules (pyinfra.api's own names `operation`... are its functions, not these)
 pyinfra_arguments: Any = importlib.import_module("pyinfra.api.arguments")
 pyinfra_operation: Any = importlib.import_module("pyinfra.api.operation")
 pyinfra_util: Any = importlib.import_module("pyinfra.api.util")
 
-OFF = ("off", "0", "no", "false")
 _ORIGINAL: dict[str, Any] = {}
 
 
-def order_from_stack(state: Any, frame: FrameType | None = None) -> list[int]:
-    """pyinfra.api.util.get_operation_order_from_stack, read from the frames. `frame` is where the
-    stack starts (default: the caller's frame, where pyinfra's own function starts from its own
-    frame, which lies in pyinfra's folder and so never adds a line number)."""
+def order_from_stack(state: Any) -> list[int]:
+    """pyinfra.api.util.get_operation_order_from_stack, read from the frames. The stack starts at the
+    caller's frame: pyinfra's own function starts at its own, which lies in pyinfra's folder and so
+    never adds a line number."""
     frames: list[FrameType] = []
-    at: FrameType | None = frame if frame is not None else sys._getframe(1)
+    at: FrameType | None = sys._getframe(1)
     while at is not None:
         frames.append(at)
         at = at.f_back
@@ -92,7 +93,7 @@ def global_arguments() -> list[tuple[str, type]]:
 
 def install() -> None:
     """Put both in pyinfra's place (once per process); a no-op with LLMFLEET_PYINFRA_SPEED=off."""
-    if _ORIGINAL or os.environ.get("LLMFLEET_PYINFRA_SPEED", "on").lower() in OFF:
+    if _ORIGINAL or os.environ.get("LLMFLEET_PYINFRA_SPEED", "on").lower() in hints.OFF:
         return
     _ORIGINAL["get_operation_order_from_stack"] = pyinfra_operation.get_operation_order_from_stack
     _ORIGINAL["all_global_arguments"] = pyinfra_arguments.all_global_arguments

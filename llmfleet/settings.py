@@ -13,6 +13,7 @@ The schema imports none of them; they import the schema.
 from __future__ import annotations
 
 import difflib
+import functools
 import os
 import stat
 from typing import Any
@@ -25,6 +26,16 @@ from llmfleet.gpu import guardrails
 from llmfleet.probe.config import consistency_problems, length_problems
 from llmfleet.schema import NOT_SETTINGS_PREFIXES, Settings, SettingsError
 from llmfleet.vllm_service import static_flag_problems
+
+
+@functools.cache
+def group_data_defaults() -> dict:
+    """group_data/all.py's settings, every one with its default (the one place they are documented)."""
+    import runpy
+    from pathlib import Path
+
+    all_py = Path(__file__).resolve().parents[1] / "group_data" / "all.py"  # beside the package
+    return {k: v for k, v in runpy.run_path(str(all_py)).items() if k in Settings.model_fields}
 
 __all__ = ["Settings", "SettingsError", "settings_for", "validate"]
 

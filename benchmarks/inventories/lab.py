@@ -13,15 +13,14 @@ benchmark pauses.
 """
 
 import os
-import runpy
-from pathlib import Path
 
 from llmfleet.lab.inventory import lab_groups
+from llmfleet.settings import group_data_defaults
 
 _serving = int(os.environ.get("LLMFLEET_BENCH_SERVING", "3"))
 _hosts = lab_groups()["lab_containers"]
-_fleet = runpy.run_path(str(Path(__file__).resolve().parents[2] / "group_data" / "all.py"))
+_interval = group_data_defaults()["node_exporter_metrics_interval_s"]  # the fleet's, not the lab's 5 s
 
 lab_containers = [(name, {**data, "vllm_enabled": i >= len(_hosts) - _serving,
-                          "node_exporter_metrics_interval_s": _fleet["node_exporter_metrics_interval_s"]})
+                          "node_exporter_metrics_interval_s": _interval})
                   for i, (name, data) in enumerate(_hosts)]

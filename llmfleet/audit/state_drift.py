@@ -23,7 +23,7 @@ from pathlib import Path
 
 from llmfleet import fleetrun
 from llmfleet.audit.model import Problem, deploy_command
-from llmfleet.audit.testinfra import testinfra_url
+from llmfleet.audit.testinfra import FOLDER_PATH_MAX, testinfra_url
 from llmfleet.inventory import ROOT
 
 # one line of a verify failure: "[host[ GPU i]: ]what: expected X, actual Y" (verify/conftest.py: expect)
@@ -94,12 +94,7 @@ def verify(inventory: str, hosts: list[dict], workers: int = 8, marker: str = "n
         return _verify(Path(folder), inventory, hosts, workers, marker, timeout_s, data, figures)
 
 
-FOLDER_PREFIX = "llmfleet-audit-"
-# The folder holds ssh's control sockets (llmfleet/audit/testinfra.py: ControlPath <folder>/cm-%C,
-# %C 40 characters). ssh makes a socket at that path plus a 17-character suffix, and a socket's
-# path is at most 107 bytes (sun_path, sys/un.h): past that ssh refuses to run at all ("ControlPath
-# too long"), so the folder's own path may be at most 107 - 17 - 44 = 46 bytes.
-FOLDER_PATH_MAX = 107 - 17 - len("/cm-") - 40
+FOLDER_PREFIX = "llmfleet-audit-"  # the folder also holds ssh's control sockets (audit/testinfra.py)
 
 
 def folder_root(root: str | None = None) -> str:

@@ -4,6 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+# The control socket's name in its folder (%C: a 40-character hash of the connection). ssh makes the
+# socket at that path plus a 17-character suffix, and a socket's path is at most 107 bytes
+# (sun_path, sys/un.h): past that ssh refuses to run at all ("ControlPath too long").
+CONTROL_NAME = "cm-%C"
+FOLDER_PATH_MAX = 107 - 17 - len("/cm-") - 40  # the longest folder path the sockets leave room for
+
 
 def testinfra_url(name: str, data: dict, ssh_config: Path) -> str:
     """A testinfra host URL for an inventory host; its ssh settings go to ``ssh_config`` (appended),
@@ -23,7 +29,7 @@ def testinfra_url(name: str, data: dict, ssh_config: Path) -> str:
     lines.append("  ConnectTimeout 10")
     # one SSH connection per host for all its checks (testinfra asks for ControlMaster=auto but
     # gives no ControlPath, so without this line every command would open a connection)
-    lines.append(f"  ControlPath {ssh_config.parent}/cm-%C")
+    lines.append(f"  ControlPath {ssh_config.parent}/{CONTROL_NAME}")
     with ssh_config.open("a") as f:
         f.write("\n".join(lines) + "\n")
     sudo = "&sudo=true" if data.get("ssh_user") not in (None, "root") else ""
