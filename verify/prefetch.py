@@ -24,8 +24,9 @@ The rules that keep an answer the one the check would have had:
   their own.
 - The host scripts among the commands (llmfleet.remote.python_script's, for python3) run in one
   interpreter, a forked child each (llmfleet/remote/run_scripts.py): the same answer without an
-  interpreter start each (the one difference, for a script killed by a signal: no shell prints
-  its "Terminated" line).
+  interpreter start each, and without the interpreter's teardown at each script's end (the
+  differences: for a script killed by a signal, no shell prints its "Terminated" line; objects
+  still alive at the end are not finalized, which Python does not promise either).
 The verify suite checks state and never changes it, so a command run a few seconds before its check
 reads what the check would have read; the hints trade that moment for the round trips.
 

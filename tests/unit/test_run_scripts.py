@@ -36,6 +36,9 @@ SCRIPTS = {
     "sees_json": 'import json\nprint(hasattr(json, "leaked_by_a_script"))\n',
     "parent": 'import os\nprint(os.getppid())\n',
     "helpers": 'from _helpers import rd\nimport sys\nprint(rd(sys.argv[1]))\n',
+    "unflushable": 'import sys\nsys.stdout = open("/dev/full", "w")\nsys.stdout.write("lost")\n',
+    "not_int_code": 'import sys\nsys.exit(["a", 1])\n',
+    "negative_code": 'import sys\nsys.exit(-1)\n',
 }
 
 
@@ -95,6 +98,22 @@ def test_each_script_answers_byte_for_byte_as_it_does_alone_however_it_ends(fold
     assert by_name["sees_json"][1] == b"False\n"  # what one script changes stays in its own process
     assert by_name["helpers"][1] == b"content\n"
     assert by_name["shell"] == (3, b"shell\n", b"")
+    assert by_name["unflushable"][0] == 120 and by_name["unflushable"][2].startswith(b"Exception ignored in: ")
+    assert by_name["not_int_code"] == (1, b"", b"['a', 1]\n")
+    assert by_name["negative_code"][0] == 255
+
+
+def test_a_script_ends_without_the_interpreters_teardown_but_with_what_a_caller_sees_of_its_exit(folder):
+    """The child skips Python's teardown (os._exit after the exit's own steps), which cost more of
+    the host's CPU than the scripts: an object still alive at the end is not finalized (Python does
+    not promise it either), while atexit handlers, threads and buffered output still are."""
+    source = ('import atexit, sys\nclass Last:\n    def __del__(self):\n        print("finalized")\n'
+              'last = Last()\natexit.register(print, "at exit")\nsys.stdout.write("buffered")\n')
+    (folder / "teardown.py").write_text(source)
+    commands = [remote.python_script("teardown"), remote.python_script("plain")]
+    _, answers = batched(commands)
+    assert alone(commands[0]) == (0, b"bufferedat exit\nfinalized\n", b"")  # Python's own teardown
+    assert answers[0] == (0, b"bufferedat exit\n", b"")
 
 
 def test_the_scripts_are_children_of_one_python_not_one_python_each(folder):
