@@ -840,6 +840,16 @@ audit_alerts = {
 audit_metrics_dir = None
 # "host:port" of that node exporter, scraped as job llmfleet_audit (None: no such job, no audit alerts).
 audit_metrics_node_exporter = None
+# The key exchange of the audit's own SSH connection to the host (its verify part: testinfra over
+# OpenSSH, one connection a host an audit), as ssh_config(5)'s KexAlgorithms: a leading "-" takes
+# the names (wildcards allowed) out of ssh's default list. OpenSSH 9.0 to 9.8 put the post-quantum
+# hybrid sntrup761x25519-sha512 first (release notes of 9.0), whose client side costs the control
+# machine about 70 ms of CPU a connection (OpenSSH 9.2: 80 ms against 11 for curve25519-sha256,
+# benchmarks/ssh_kex.py; 1.7 CPU s an audit of 24 hosts). pyinfra's own connections (paramiko 4.0)
+# offer nothing newer than curve25519-sha256, so the deploy and the dry run never used it; OpenSSH
+# 9.9 and later put mlkem768x25519-sha256 first (post-quantum, and cheap), which this keeps.
+# None: ssh's own default list.
+audit_ssh_kex_algorithms = "-sntrup761x25519-sha512*"
 
 # ---------------------------------------------------------------------------------------------
 # probe: the live generation throughput probe (`llmfleet probe`, verify/test_probe.py).

@@ -260,6 +260,9 @@ class VllmAlerts(BaseModel):
 DebVersion = Annotated[str, _VERSION, _pattern(r"([0-9]+:)?[0-9][A-Za-z0-9.+~-]*", "a Debian version like 4.8.3.002-1")]
 Listen = Annotated[str, _pattern(r"[0-9a-fA-F.:]+", "an IP address to listen on (0.0.0.0: all)")]
 HostPort = Annotated[str, _pattern(r"[A-Za-z0-9.-]+:[0-9]{1,5}", "host:port (a name or address, and a port)")]
+# ssh_config(5) KexAlgorithms: names or wildcards, comma-separated, after an optional + - or ^
+KEX_ALGORITHMS = r"[-+^]?[A-Za-z0-9@.*_-]+(,[A-Za-z0-9@.*_-]+)*"
+KexAlgorithms = Annotated[str, _pattern(KEX_ALGORITHMS, "an ssh KexAlgorithms list like -sntrup761x25519-sha512*")]
 Duration = Annotated[str, _pattern(r"[0-9]+(ms|s|m|h)", "a Prometheus duration like 30s, 5m, 1h")]
 UnitPattern = Annotated[str, _pattern(r"[A-Za-z0-9@_.:*?-]+\.service",
                                       "a systemd unit or shell pattern like vllm-*.service")]
@@ -421,6 +424,7 @@ class Settings(BaseModel):
     audit_alerts: AuditAlerts
     audit_metrics_dir: AbsPath | None
     audit_metrics_node_exporter: HostPort | None
+    audit_ssh_kex_algorithms: KexAlgorithms | None
     # probe (llmfleet.probe.config documents the fields of a request class)
     probe_mix: Annotated[list[RequestClass], Field(min_length=1)]
     probe_slo: Annotated[Slos, Field(min_length=1)]

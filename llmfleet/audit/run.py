@@ -7,7 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from llmfleet import acceptance, fleetrun
-from llmfleet.audit import config_drift, fingerprint, metrics, report, state_drift, waivers
+from llmfleet.audit import config_drift, fingerprint, metrics, report, state_drift, testinfra, waivers
 from llmfleet.audit.model import HostResult, Problem
 from llmfleet.inventory import read as read_inventory
 
@@ -57,6 +57,7 @@ def audit(inventory: str, limit: list[str] | None, state_dir: Path, out_dir: Pat
     waiver_list = waivers.load(waivers_file) if waivers_file else []
     chosen = read_inventory(inventory, data, limit)
     metrics_at = metrics.metrics_dir(chosen)  # before any host is asked: a bad setting stops the audit
+    testinfra.check(chosen)
     names = [h["name"] for h in chosen]
     results = {n: HostResult(n) for n in names}
     log(f"audit: {len(names)} host(s) of {inventory}: reading hardware fingerprints (and who answers)")

@@ -313,6 +313,41 @@ def test_testinfra_urls_carry_the_inventory_ssh_settings(tmp_path):
     assert f"  ControlPath {tmp_path}/cm-%C\n" in text  # testinfra's ControlMaster=auto needs a path
     assert infra_url("@local", {}, cfg) == "local://"
     assert infra_url("gpu-2", {"ssh_user": "root"}, cfg).endswith("ssh_config=" + str(cfg))
+    assert "KexAlgorithms" not in text  # None: ssh's own default list
+
+
+def test_the_audits_ssh_key_exchange_is_the_settings_and_a_bad_one_stops_the_audit_before_any_host(tmp_path):
+    from llmfleet.audit import testinfra
+    from llmfleet.settings import group_data_defaults
+
+    cfg = tmp_path / "ssh_config"
+    default = group_data_defaults()["audit_ssh_kex_algorithms"]
+    infra_url("gpu-1", {"audit_ssh_kex_algorithms": default}, cfg)
+    assert f"Host gpu-1\n  ConnectTimeout 10\n  KexAlgorithms {default}\n" in cfg.read_text()
+    # ssh itself takes it: the default list less sntrup761, curve25519 still there
+    kex = subprocess.run(["ssh", "-G", "-F", str(cfg), "gpu-1"], capture_output=True, text=True, check=True).stdout
+    offered = next(line.split(" ", 1)[1] for line in kex.splitlines() if line.startswith("kexalgorithms "))
+    assert "sntrup761" not in offered and "curve25519-sha256" in offered.split(","), offered
+    for bad in ("curve25519-sha256\n  ProxyCommand evil", "a b", 7):
+        hosts = [{"name": "gpu-1", "data": {}}, {"name": "gpu-2", "data": {"audit_ssh_kex_algorithms": bad}}]
+        with pytest.raises(AuditError) as exc:
+            testinfra.check(hosts)
+        assert str(exc.value).startswith(f"host gpu-2: audit_ssh_kex_algorithms = {bad!r} is not an ssh "
+                                         "KexAlgorithms list (fix: ")
+        with pytest.raises(AuditError):
+            infra_url("gpu-2", hosts[1]["data"], tmp_path / "other")
+        assert not (tmp_path / "other").exists()
+
+
+def test_an_audit_with_a_bad_ssh_setting_asks_no_host(tmp_path, monkeypatch):
+    from llmfleet.audit import run
+
+    hosts = [{"name": "gpu-1", "groups": [], "data": {"audit_ssh_kex_algorithms": "x\nProxyCommand y"}}]
+    monkeypatch.setattr(run, "read_inventory", lambda *a, **k: hosts)
+    monkeypatch.setattr(run.fingerprint, "read", lambda *a, **k: pytest.fail("a host was asked"))
+    with pytest.raises(AuditError, match=r"^host gpu-1: audit_ssh_kex_algorithms = 'x\\nProxyCommand y' is not"):
+        run.audit("inventories/x.py", None, tmp_path / "state", tmp_path / "out", None)
+    assert not (tmp_path / "out").exists()
 
 
 def test_the_results_plugin_records_outcomes_and_messages(tmp_path):
