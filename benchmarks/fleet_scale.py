@@ -131,12 +131,16 @@ def audit_phases(chosen: list[dict]) -> None:
     suite run side by side there): wall, the control side's CPU (this process and its children),
     the hosts' own."""
     from llmfleet.audit import config_drift, fingerprint, state_drift
+    from llmfleet.audit.run import cores_of_parts
 
     names, n = [h["name"] for h in chosen], len(chosen)
+    dry_run_cores, verify_cores = cores_of_parts()  # the audit's split of the cores between the two
     for what, run in (("inventory read", lambda: read_inventory(INV, None, names)),
                       ("fingerprints", lambda: fingerprint.read(INV, names)),
-                      ("dry run", lambda: config_drift.plan(INV, names)),
-                      ("verify suite", lambda: state_drift.verify(INV, chosen, fleetrun.shard_count(n)))):
+                      ("dry run", lambda: config_drift.plan(INV, names, None,
+                                                            fleetrun.shard_count(n, None, dry_run_cores))),
+                      ("verify suite", lambda: state_drift.verify(INV, chosen,
+                                                                  fleetrun.shard_count(n, None, verify_cores)))):
         t0, c0, h0 = time.monotonic(), used_cpu() + used_cpu(resource.RUSAGE_SELF), hosts_cpu()
         run()
         wall, own = time.monotonic() - t0, hosts_cpu() - h0

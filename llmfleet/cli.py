@@ -684,12 +684,14 @@ def _state_dir(value: str | None):
 @click.option("--state-dir", help=STATE_DIR_HELP)
 @click.option("--out-dir", default="reports/audit", show_default=True, help="Reports go to OUT/<timestamp>/.")
 @click.option("--workers", type=click.IntRange(min=1), help="Verify processes run at once, the hosts dealt "
-              "among them. Default: one per core of this machine, at least 4 hosts each (as --shards).")
+              "among them. Default: one per core of half this machine's cores (the dry run runs beside them "
+              "on the other half; all of them with --skip config), at least 4 hosts each.")
 @click.option("--skip", type=click.Choice(["hardware", "config", "state"]), multiple=True,
               help="Leave a kind of drift out (repeatable).")
 @click.option("--data", multiple=True, help="Override a setting for every host, as pyinfra's --data (repeatable).")
 @click.option("--shards", type=int, help="pyinfra processes the deploy's dry run is split into, run at once. "
-              "Default: one per core of this machine, at least 4 hosts each.")
+              "Default: one per core of half this machine's cores (the verify suite runs beside them on the "
+              "other half; all of them with --skip state), at least 4 hosts each.")
 def audit_cmd(inventory, limit, waivers_file, state_dir, out_dir, workers, skip, data, shards) -> None:
     """Which hosts no longer match what is declared, and how: config drift (the deploy's dry run),
     state drift (the verify suite), hardware drift (against the fingerprint recorded at onboarding).

@@ -66,3 +66,17 @@ def test_a_shard_that_left_no_results_fails_each_of_its_hosts_naming_its_log(tmp
     out = fleetrun.outcome(shard)
     assert not out["h1"]["ok"] and not out["h2"]["ok"]
     assert out["h1"]["failed"] == f"pyinfra exited 1 without results (its log: {tmp_path / 'shard-1.log'})"
+
+
+def test_the_audit_gives_its_dry_run_and_its_verify_suite_half_the_cores_each_as_they_run_at_once():
+    from llmfleet.audit.run import cores_of_parts
+
+    assert cores_of_parts(cores=2) == (1, 1)
+    assert cores_of_parts(cores=8) == (4, 4)
+    assert cores_of_parts(cores=1) == (1, 1)
+    assert cores_of_parts(cores=5) == (2, 3)
+    assert cores_of_parts(("config",), cores=8) == (8, 8)  # a part left out leaves every core to the other
+    assert cores_of_parts(("state",), cores=2) == (2, 2)
+    # 24 hosts on 2 cores: one dry-run shard and one verify process, not two of each
+    assert [fleetrun.shard_count(24, None, c) for c in cores_of_parts(cores=2)] == [1, 1]
+    assert [fleetrun.shard_count(500, None, c) for c in cores_of_parts(cores=8)] == [4, 4]
