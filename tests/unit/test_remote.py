@@ -200,3 +200,36 @@ def test_the_port_reader_names_the_process_listening_and_leaves_free_ports_out()
     held = json.loads(proc.stdout)
     me = Path("/proc/self/comm").read_text().strip()
     assert list(held) == [str(port)] and [(h["pid"], h["command"]) for h in held[str(port)]] == [(os.getpid(), me)]
+
+
+# a dpkg status file: held and installed, installed, held of another architecture (and of dpkg's),
+# held but not installed, and dpkg itself (its architecture is the host's own)
+DPKG_STATUS = "".join(
+    f"Package: {name}\nStatus: {want} ok {status}\nPriority: optional\nSection: libs\nMaintainer: x <x@x>\n"
+    f"Architecture: {arch}\n{'Multi-Arch: same' + chr(10) if multi else ''}"
+    f"{'Version: ' + version + chr(10) if version else ''}Description: x\n\n"
+    for name, want, status, arch, multi, version in (
+        ("nvidia-driver-580", "hold", "installed", "amd64", False, "580.95.05-1"),
+        ("cuda-toolkit-12-8", "install", "installed", "amd64", False, "12.8.1-1"),
+        ("libnvidia-compute-580", "hold", "installed", "i386", True, "580.95.05-1"),
+        ("libnvidia-compute-580", "hold", "installed", "amd64", True, "580.95.05-1"),
+        ("datacenter-gpu-manager-4-core", "hold", "not-installed", "amd64", False, ""),
+        ("nvidia-kernel-common-580", "deinstall", "config-files", "amd64", False, "580.95.05-1"),
+        ("dpkg", "install", "installed", "amd64", False, "1.21.22")))
+
+
+def test_nvidia_host_names_the_held_packages_as_apt_mark_showhold_does(tmp_path):
+    admin = tmp_path / "dpkg"
+    (admin / "info").mkdir(parents=True)
+    (admin / "updates").mkdir()
+    (admin / "status").write_text(DPKG_STATUS)
+    (admin / "available").touch()
+    proc = subprocess.run(["/bin/sh", "-c", python_script("nvidia_host")], capture_output=True, text=True,
+                          env={**os.environ, "DPKG_ADMINDIR": str(admin)}, check=True)
+    fact = json.loads(proc.stdout)
+    apt = subprocess.run(["apt-mark", "showhold", "-o", f"Dir::State::status={admin / 'status'}"],
+                         capture_output=True, text=True, check=True).stdout.split()
+    assert fact["held"] == sorted(apt) == ["datacenter-gpu-manager-4-core", "libnvidia-compute-580",
+                                           "libnvidia-compute-580:i386", "nvidia-driver-580"]
+    assert fact["packages"] == {"nvidia-driver-580": "580.95.05-1", "cuda-toolkit-12-8": "12.8.1-1",
+                                "libnvidia-compute-580": "580.95.05-1"}
