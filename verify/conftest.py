@@ -26,6 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 _PREFETCH = Prefetch()  # this run's batched commands (verify/prefetch.py)
 _CONTAINER: dict[str, bool] = {}  # host -> whether it is a container host
+_SETTINGS: dict[str, Settings] = {}  # host -> its validated settings (frozen), once per host and run
 
 
 def pytest_collection_finish(session):
@@ -101,10 +102,14 @@ def host_data(host_name, inventory_data, request) -> dict:
 
 @pytest.fixture(scope="module")
 def settings(host_name, host_data) -> Settings:
-    try:
-        return validate(host_name, host_data)
-    except SettingsError as exc:
-        pytest.fail(str(exc))
+    # validated once per host and run, not once per module (21 modules: 10 ms of the control
+    # machine's CPU a host); a host whose data is refused fails each module's checks, as before
+    if host_name not in _SETTINGS:
+        try:
+            _SETTINGS[host_name] = validate(host_name, host_data)
+        except SettingsError as exc:
+            pytest.fail(str(exc))
+    return _SETTINGS[host_name]
 
 
 @pytest.fixture(scope="module")

@@ -271,3 +271,19 @@ def test_a_batch_that_fails_in_its_thread_leaves_the_hosts_commands_to_run_where
     assert [h.run(counting(log, n)).stdout for n, h in zip(["h1", "h2"], hosts, strict=True)] == ["h1\n", "h2\n"]
     second.finish()
     assert runs(log) == 4 and second.hosts[id(backends[1])].answered == 0
+
+
+def test_the_verify_suite_validates_a_hosts_settings_once_a_run_not_once_a_module(tmp_path):
+    """verify/conftest.py's `settings`: module-scoped, it validated the host's data again in every
+    module of checks; the settings are frozen, so each host's are validated once per run."""
+    (tmp_path / "count_validate.py").write_text(
+        "import llmfleet.settings as s\ncalls = []\noriginal = s.validate\n"
+        "def validate(name, data):\n    calls.append(name)\n    return original(name, data)\n"
+        "s.validate = validate\n"
+        "def pytest_sessionfinish(session):\n    print('VALIDATED', len(calls), sorted(set(calls)))\n")
+    args = [sys.executable, "-m", "pytest", "verify/test_base_packages.py", "verify/test_chrony.py",
+            "verify/test_sysctls.py", "-p", "count_validate", "-p", "no:cacheprovider", "-q", "--hosts=local://",
+            "--inventory", "inventories/device.py", "-o", "addopts="]
+    env = {"LLMFLEET_HINTS": str(tmp_path / "hints"), "PATH": "/usr/bin:/bin", "PYTHONPATH": str(tmp_path)}
+    out = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, env=env).stdout
+    assert "VALIDATED 1 ['@local']" in out, out[-2000:]
