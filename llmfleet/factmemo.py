@@ -29,6 +29,11 @@ one a read of its own. Facts run with a password, environment or stdin among the
 arguments are never recorded (they would land in the file), nor facts whose arguments are not plain
 literals.
 
+The systemd unit facts among them (SystemdStatus and SystemdEnabled of the system manager, a unit
+or a few named each: what pyinfra's systemd.service asks) are read by one `systemctl show` of every
+unit, each fact given the lines its own command would print (_SystemdTogether): a lab host's ten
+systemctl runs took 60 ms of its CPU, its whole batch 250 ms against 185 ms now.
+
 LLMFLEET_FACT_MEMO=off turns both off (every fact read as pyinfra reads it); LLMFLEET_HINTS=off
 turns off the prefetch only.
 """
@@ -43,7 +48,7 @@ import os
 import re
 import secrets
 import weakref
-from typing import Any
+from typing import Any, Callable
 
 from pyinfra import logger
 from pyinfra.api import QuoteString, StringCommand
@@ -51,6 +56,7 @@ from pyinfra.api import command as pyinfra_command
 from pyinfra.api import facts as pyinfra_facts
 from pyinfra.api.arguments import CONNECTOR_ARGUMENT_KEYS
 from pyinfra.api.host import Host
+from pyinfra.facts import systemd as systemd_facts
 
 from llmfleet import hints
 
@@ -83,6 +89,7 @@ class _Memo:
         self.batches = 0  # prefetch round trips
         self.prefetched = 0  # facts filled in by them
         self.prefetch_hits = 0  # of those, asked for by the run
+        self.joined = 0  # of those, systemd unit facts read by one systemctl (_SystemdTogether)
 
     def forget(self, host_name: str) -> None:
         if host_name not in self.fetching:
@@ -216,10 +223,107 @@ def _split(lines: list[str], mark: str) -> dict[int, tuple[int, list[str]]]:
     return out
 
 
+# A systemd unit's name as systemctl takes it, with no pattern in it (a pattern lists units by the
+# host's state, not by the arguments' order).
+_UNIT = re.compile(r"[A-Za-z0-9:_.@\\-]+")
+
+
+def _show(units: list[str], keys: list[str]) -> StringCommand:
+    """pyinfra 3.10's SystemdStatus/SystemdEnabled command (facts/systemd.py) for the system manager,
+    its state properties `keys`."""
+    return StringCommand("systemctl", "show", "--all", "--property", "Id",
+                         *[a for k in keys for a in ("--property", k)], *[QuoteString(u) for u in units])
+
+
+def _systemd_units(fact: Any, own: dict, command: Any) -> list[str] | None:
+    """The units of a SystemdStatus or SystemdEnabled fact of the system manager, named one by one,
+    whose command is still `_show`'s; None for any other fact (or a pyinfra that reads it otherwise)."""
+    if type(fact) not in (systemd_facts.SystemdStatus, systemd_facts.SystemdEnabled) or \
+            own.get("user_mode") or own.get("machine") or own.get("user_name"):
+        return None
+    services = own.get("services")
+    units = [services] if isinstance(services, str) else services if isinstance(services, (list, tuple)) else None
+    if not units or not all(isinstance(u, str) and _UNIT.fullmatch(u) for u in units):
+        return None
+    if not isinstance(command, StringCommand) or \
+            command.get_raw_value() != _show(list(units), [fact.state_key]).get_raw_value():
+        return None
+    return list(units)
+
+
+class _SystemdTogether:
+    """The systemd unit facts of a host's hint (pyinfra's systemd.service asks SystemdStatus and
+    SystemdEnabled of each unit it manages: ten on a lab host, a systemctl each, 7 ms of the host's
+    CPU apiece) read by one `systemctl show` of every unit and both properties. systemctl prints a
+    block per unit named, in the order named, blocks apart by an empty line; each fact is given the
+    blocks of its own units with its own properties (Id and its state), the lines its own command
+    prints, and its own `process` reads them. Output that is not one block per unit fills nothing:
+    each fact is then read on its own by pyinfra."""
+
+    def __init__(self, members: list[tuple[tuple, Any, list[str]]]) -> None:
+        self.members = members
+        self.units = list(dict.fromkeys(u for _, _, units in members for u in units))
+        keys = list(dict.fromkeys(fact.state_key for _, fact, _ in members))
+        self.command = StringCommand("if", "command", "-v", "systemctl", ">/dev/null", "2>&1;", "then", "(",
+                                     _show(self.units, keys), ");", "else", "echo",
+                                     f"'{pyinfra_facts._MISSING_COMMAND_MARKER}';", "fi")
+
+    def read(self, lines: list[str]) -> dict[tuple, Any]:
+        blocks: list[list[str]] = [[]]
+        for line in lines:
+            if line.strip():
+                blocks[-1].append(line)
+            elif blocks[-1]:
+                blocks.append([])
+        blocks = [b for b in blocks if b]
+        if len(blocks) != len(self.units) or not all(b[0].startswith("Id=") for b in blocks):
+            return {}
+        of_unit = dict(zip(self.units, blocks, strict=True))
+        out: dict[tuple, Any] = {}
+        for key, fact, units in self.members:
+            own: list[str] = []
+            for j, unit in enumerate(units):
+                own += [""] * bool(j) + [ln for ln in of_unit[unit] if ln.split("=", 1)[0] in ("Id", fact.state_key)]
+            try:
+                out[key] = fact.process(own)
+            except Exception:  # noqa: BLE001 - pyinfra's own read reports it
+                continue
+        return out
+
+
+def _readers(items: list[tuple[tuple, Any, Any, dict]]) -> list[tuple[Any, Callable[[list[str]], dict], bool]]:
+    """(command, reader of its output lines -> {key: value}, whether it reads systemd unit facts
+    together) for a batch: one per fact, the systemd unit facts together (_SystemdTogether) where
+    there are two or more."""
+    systemd = [(key, fact, units) for key, fact, command, own in items
+               if (units := _systemd_units(fact, own, command)) is not None]
+    together = _SystemdTogether(systemd) if len(systemd) > 1 else None
+    joined = {key for key, _, _ in systemd} if together else set()
+    out: list[tuple[Any, Callable[[list[str]], dict], bool]] = []
+    for key, fact, command, own in items:
+        if key in joined:
+            continue
+        if own.get("_requires"):
+            command = StringCommand("if", "command", "-v", own["_requires"], ">/dev/null", "2>&1;", "then", "(",
+                                    command, ");", "else", "echo", f"'{pyinfra_facts._MISSING_COMMAND_MARKER}';",
+                                    "fi")
+
+        def one(lines: list[str], key=key, fact=fact) -> dict:
+            try:
+                return {key: fact.process(lines) if lines else fact.default()}
+            except Exception:  # noqa: BLE001 - FactProcessError or worse: pyinfra's own read reports it
+                return {}
+
+        out.append((command, one, False))
+    if together:
+        out.append((together.command, together.read, True))
+    return out
+
+
 def prefetch(state, host, memo: _Memo, keys: list[tuple]) -> None:
     """Run the hinted facts' commands on the host in one shell per set of connector arguments, and
     fill the memo with each one that exits 0 and processes."""
-    groups: dict[str, list[tuple[tuple, Any, Any]]] = {}
+    groups: dict[str, list[tuple[tuple, Any, Any, dict]]] = {}
     values = memo.values.setdefault(host.name, {})
     memo.first_reads.setdefault(host.name, {})  # rewritten at the end even if nothing of it was asked for
     for key in keys:
@@ -231,38 +335,37 @@ def prefetch(state, host, memo: _Memo, keys: list[tuple]) -> None:
                 type(fact).check_preconditions is not pyinfra_facts.FactBase.check_preconditions:
             continue  # a shell of its own, a terminal, or preconditions: pyinfra reads it as it would
         try:
-            command = pyinfra_facts._make_command(fact.command, dict(_literal(own)))
-            requires = pyinfra_facts._make_command(fact.requires_command, dict(_literal(own)))
+            args = dict(_literal(own))
+            command = pyinfra_facts._make_command(fact.command, args)
+            requires = pyinfra_facts._make_command(fact.requires_command, args)
         except Exception:  # noqa: BLE001 - a fact whose arguments changed: pyinfra reads it, or says why
             continue
-        if requires:  # as pyinfra's _get_fact wraps it, so that a missing command reads as missing
-            command = StringCommand("if", "command", "-v", requires, ">/dev/null", "2>&1;", "then", "(", command,
-                                    ");", "else", "echo", f"'{pyinfra_facts._MISSING_COMMAND_MARKER}';", "fi")
-        groups.setdefault(connector, []).append((key, fact, command))
+        # with its requirement, wrapped as pyinfra's _get_fact wraps it (a missing command reads as missing)
+        groups.setdefault(connector, []).append((key, fact, command, {**args, "_requires": requires}))
     for connector, items in groups.items():
         mark = f"@@llmfleet-fact-{secrets.token_hex(6)}@@"
         connector_args = dict(_literal(connector))
+        readers = _readers(items)
         memo.batches += 1
         try:
             status, output = host.run_shell_command(
-                _batch_command([(i, c) for i, (_, _, c) in enumerate(items)], mark), **connector_args)
+                _batch_command([(i, c) for i, (c, _, _) in enumerate(readers)], mark), **connector_args)
         except Exception as exc:  # noqa: BLE001 - a timeout, a lost connection: pyinfra reads each fact itself
             logger.debug(f"fact prefetch on {host.name} did not answer ({exc!r}): each fact is read on its own")
             continue
         if not status:
             continue
         results = _split(output.stdout_lines, mark)
-        for i, (key, fact, _) in enumerate(items):
+        for i, (_, read, joined) in enumerate(readers):
             rc, lines = results.get(i, (None, []))
             if rc != 0 or lines == [pyinfra_facts._MISSING_COMMAND_MARKER]:
                 continue
-            try:
-                value = fact.process(lines) if lines else fact.default()
-            except Exception:  # noqa: BLE001 - FactProcessError or worse: pyinfra's own read reports it
-                continue
-            values[key] = value
-            memo.from_batch.setdefault(host.name, set()).add(key)
-            memo.prefetched += 1
+            filled = read(lines)
+            for key, value in filled.items():
+                values[key] = value
+                memo.from_batch.setdefault(host.name, set()).add(key)
+                memo.prefetched += 1
+            memo.joined += len(filled) if joined else 0
 
 
 def install() -> None:

@@ -112,6 +112,27 @@ def test_second_deploy_changes_nothing(lab, deployed):
     assert changing == {}
 
 
+def test_the_systemd_unit_facts_of_a_hint_read_together_are_what_pyinfra_reads_of_each(lab, tmp_path):
+    """llmfleet/factmemo.py's _SystemdTogether on a real systemd: the first run reads each fact as
+    pyinfra does (and records the hint), the second reads all of them in one batch, with one
+    systemctl for the units, and gets the same values (an alias, a unit that does not exist, and units
+    whose state and unit file state differ among them)."""
+    def read() -> dict:
+        out = run(str(BIN / "pyinfra"), "inventories/lab.py", "tests/integration/deploys/read_systemd_facts.py",
+                  "--limit", "lab-c1", "--dry", LLMFLEET_HINTS=str(tmp_path / "hints")).stdout
+        return json.loads(next(ln for ln in out.splitlines() if ln.startswith("FACTS ")).removeprefix("FACTS "))
+
+    alone, together = read(), read()
+    assert (alone["batches"], together["batches"], together["prefetched"], together["joined"]) == (0, 1, 13, 13), \
+        (alone, together)
+    assert together["values"] == alone["values"]
+    values = alone["values"]
+    assert values["sshd.service"] == [{"ssh.service": True}] * 2  # an alias: systemd names the unit
+    assert values["e2scrub_all.service"] == [{"e2scrub_all.service": False}, {"e2scrub_all.service": True}]
+    assert values["debug-shell.service"] == [{"debug-shell.service": False}] * 2
+    assert values["two"] == {"ssh.service": True, "systemd-journald.service": True}
+
+
 def test_hosts_reach_only_each_other_and_the_machine(lab):
     script = (
         "import socket\n"

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from pyinfra.api import Config, FunctionCommand, Inventory, State
+from pyinfra.api import Config, FunctionCommand, Inventory, State, StringCommand
 from pyinfra.api.connect import connect_all
 from pyinfra.api.facts import FactBase
 
@@ -319,3 +319,48 @@ def test_each_fact_in_the_batch_runs_apart_its_exit_cd_variables_and_syntax_erro
     memo = factmemo.memo_of(state2)
     assert memo.batches == 1 and memo.prefetched == 3  # the two failing ones are left to pyinfra
     assert len(seen) == 3, seen  # the batch, then each failing fact read on its own
+
+
+def systemd_item(cls, **own):
+    """A prefetch item of a systemd unit fact as prefetch() makes it: (key, fact, command, arguments)."""
+    from pyinfra.api import facts as pyinfra_facts
+
+    fact = cls()
+    return (("key", cls.__name__, repr(sorted(own.items()))), fact,
+            pyinfra_facts._make_command(fact.command, own), {**own, "_requires": "systemctl"})
+
+
+def test_systemd_unit_facts_of_the_system_manager_named_one_by_one_are_read_together_and_no_others():
+    from pyinfra.facts.systemd import SystemdEnabled, SystemdStatus
+
+    joined = [systemd_item(SystemdStatus, services=["a.service"]), systemd_item(SystemdEnabled, services="a.service"),
+              systemd_item(SystemdStatus, services=["b.service", "c@x.service"])]
+    apart = [systemd_item(SystemdStatus, services=["*.service"]),  # a pattern: units by the host's state
+             systemd_item(SystemdStatus, services=["a.service"], user_mode=True),  # a user manager
+             systemd_item(SystemdStatus, services=["a.service"], machine="m"),
+             systemd_item(SystemdStatus),  # every unit
+             systemd_item(SystemdStatus, services=["a b.service"])]
+    readers = factmemo._readers(joined + apart)
+    assert [r[2] for r in readers] == [False] * len(apart) + [True]
+    assert str(readers[-1][0]).count("systemctl show") == 1
+    assert "--property SubState --property UnitFileState a.service b.service c@x.service" in \
+        readers[-1][0].get_raw_value()
+    # a fact whose command pyinfra builds otherwise (another pyinfra) is read on its own
+    changed = joined[0][:2] + (StringCommand("systemctl", "show", "a.service"),) + joined[0][3:]
+    assert [r[2] for r in factmemo._readers([changed, joined[1]])] == [False, False]
+
+
+def test_systemd_units_read_together_give_each_fact_its_own_blocks_and_odd_output_fills_nothing():
+    from pyinfra.facts.systemd import SystemdEnabled, SystemdStatus
+
+    items = [systemd_item(SystemdStatus, services=["a.service"]), systemd_item(SystemdEnabled, services=["a.service"]),
+             systemd_item(SystemdStatus, services=["b.service", "a.service"])]
+    together = factmemo._SystemdTogether([(k, f, u) for k, f, c, own in items
+                                          if (u := factmemo._systemd_units(f, own, c)) is not None])
+    shown = ["Id=a.service", "SubState=running", "UnitFileState=disabled", "",
+             "Id=b.service", "SubState=dead", "UnitFileState=enabled"]
+    values = together.read(shown)
+    assert values == {items[0][0]: {"a.service": True}, items[1][0]: {"a.service": False},
+                      items[2][0]: {"b.service": False, "a.service": True}}
+    for odd in (shown[:3], shown + ["", "Id=c.service", "SubState=dead"], ["Failed to connect to bus"]):
+        assert together.read(odd) == {}  # not one block per unit: each fact read by pyinfra itself
