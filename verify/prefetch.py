@@ -54,8 +54,9 @@ from typing import Any
 from llmfleet import hints, remote
 
 KIND = "verify"
-# Commands per batch, in bytes: the batch is one argument of `sh -c` three times (the control
-# machine's shell running ssh, the host's login shell, sudo's /bin/sh), and Linux caps one argument
+# Commands per batch, in bytes: the batch is one argument of `sh -c` twice (the control machine's
+# shell running ssh, the host's login shell; under sudo it goes in on standard input, printf's
+# argument in the login shell: sudo_batch_command), and Linux caps one argument
 # at 128 KiB (MAX_ARG_STRLEN, include/uapi/linux/binfmts.h); the quoting grows it by about a fifth
 # (a lab host's 99 KB of commands: 104 KB of script, 122 KB as ssh's argument).
 MAX_BATCH_BYTES = 90_000
@@ -131,6 +132,25 @@ def chunks(commands: list[str], limit: int | None = None) -> list[list[str]]:
         parts[-1].append(command)
         size += n
     return parts
+
+
+def sudo_batch_command(backend: Any, script: str) -> str:
+    """The command that runs a batch under the backend's sudo with the script on standard input:
+    `printf '%s' SCRIPT | sudo [-u USER] /bin/sh -c 'exec /bin/sh -s'` (testinfra's own sudo form).
+    sudo logs each command it runs in full, a line of about 1 KB at a time ("command continued"):
+    a lab host's batch of 100 KB on its command line wrote 130 such lines to the host's auth log
+    each run and cost 40 ms of its CPU; on standard input it leaves one short line."""
+    return f"printf '%s' {shlex.quote(script)} | {backend.get_sudo_command('exec /bin/sh -s', backend.sudo_user)}"
+
+
+def run_batch(state: "HostCommands", script: str) -> Any:
+    """Run a batch as the backend runs a command, under its sudo with the script on standard input
+    (`sudo_batch_command`), else as its own `run` would."""
+    backend = state.backend
+    if not backend.sudo:
+        return state.run(script)
+    command = sudo_batch_command(backend, script)
+    return backend.run_ssh(command) if backend.NAME == "ssh" else backend.run_local(command)
 
 
 class HostCommands:
@@ -224,7 +244,7 @@ class Prefetch:
             mark = f"@@llmfleet-verify-{secrets.token_hex(6)}@@"
             state.batches += 1
             try:
-                result = state.run(batch_script(part, mark, shell_of(state.backend)))
+                result = run_batch(state, batch_script(part, mark, shell_of(state.backend)))
             except Exception:  # noqa: BLE001 - no connection, ssh failed: each command runs where it is asked
                 continue
             if result.rc != 0:

@@ -4,6 +4,7 @@ reaches the host is counted, not assumed."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -287,3 +288,35 @@ def test_the_verify_suite_validates_a_hosts_settings_once_a_run_not_once_a_modul
     env = {"LLMFLEET_HINTS": str(tmp_path / "hints"), "PATH": "/usr/bin:/bin", "PYTHONPATH": str(tmp_path)}
     out = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, env=env).stdout
     assert "VALIDATED 1 ['@local']" in out, out[-2000:]
+
+
+def test_under_sudo_the_batch_goes_in_on_standard_input_and_sudo_is_given_a_short_command(tmp_path, monkeypatch):
+    """sudo logs every command it runs in full, 1 KB a line ("command continued"): a batch on its
+    command line filled the host's auth log. A stand-in for sudo (this machine has none; root's sudo
+    runs the command as given) records what sudo would have logged, and runs it."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    said = tmp_path / "sudo-commands"
+    (bin_dir / "sudo").write_text(f'#!/bin/sh\nprintf "%s\\n" "$*" >> {said}\nexec "$@"\n')
+    (bin_dir / "sudo").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    commands = ["printf '\\001\\377\\n'; echo err >&2; exit 3", "cat", "id -u", "echo " + "long " * 4000]
+
+    def sudo_run() -> tuple[pf.Prefetch, Host]:
+        backend = testinfra.backend.get_backend("local://", sudo=True)
+        run = pf.Prefetch()
+        run.select(["verify/test_x.py::test_a[local://]"])
+        run.wrap(backend)
+        return run, Host(backend)
+
+    first, host = sudo_run()
+    live = [host.run(c) for c in commands]
+    first.finish()
+    assert len(said.read_text().splitlines()) == len(commands)  # each on sudo's command line, as testinfra runs it
+    said.unlink()
+    second, host2 = sudo_run()
+    batched = [host2.run(c) for c in commands]
+    assert [(r.rc, r.stdout_bytes, r.stderr_bytes) for r in batched] == \
+        [(r.rc, r.stdout_bytes, r.stderr_bytes) for r in live]
+    assert said.read_text() == "/bin/sh -c exec /bin/sh -s\n"  # one sudo, a short command: the batch on its stdin
+    assert "4 of them answered by 1 batched round trip(s)" in (second.summary() or "")
