@@ -112,6 +112,23 @@ def test_second_deploy_changes_nothing(lab, deployed):
     assert changing == {}
 
 
+def test_a_dry_run_and_the_verify_suite_leave_the_hosts_auth_log_one_short_line_a_sudo(lab, deployed):
+    """The fact batch and the verify batch go in on standard input: sudo logs the command it runs in
+    full, 1 KB a line ("command continued"), and the batches on its command line wrote a lab
+    host's auth log 150 such lines a dry run and verify."""
+    url = next(u for u in lab.testinfra_hosts().split(",") if u.startswith("ssh://lab-c1?"))
+    for _ in range(2):  # the first leaves each part's hint, if no earlier run did
+        since = lab_ssh("lab-c1", "date +%s").stdout.strip()
+        lab.deploy("--dry", "--limit", "lab-c1")
+        run(str(BIN / "pytest"), "verify/test_sysctls.py", "verify/test_chrony.py", "-p", "no:cacheprovider", "-q",
+            "-m", "not acceptance", f"--hosts={url}")
+    log = lab_ssh("lab-c1", f"sudo journalctl --since @{since} --no-pager -o cat -t sudo").stdout
+    commands = [ln for ln in log.splitlines() if "COMMAND=" in ln]
+    assert commands and "command continued" not in log, log[-3000:]
+    assert any(c.endswith("sh -c 'exec sh -s'") for c in commands), commands  # the dry run's fact batch
+    assert any(c.endswith("/bin/sh -c 'exec /bin/sh -s'") for c in commands), commands  # the verify batch
+
+
 def test_the_systemd_unit_facts_of_a_hint_read_together_are_what_pyinfra_reads_of_each(lab, tmp_path):
     """llmfleet/factmemo.py's _SystemdTogether on a real systemd: the first run reads each fact as
     pyinfra does (and records the hint), the second reads all of them in one batch, with one

@@ -152,12 +152,12 @@ def new_run() -> tuple[State, object]:
 
 
 def round_trips(host, monkeypatch) -> list[str]:
-    """Every command the host is given from now on, as text."""
+    """Every command the host is given from now on, as text (with what goes in on its standard input)."""
     seen: list[str] = []
     original = type(host).run_shell_command
 
     def counting(self, command, *args, **kwargs):
-        seen.append(str(command))
+        seen.append(str(command) + (f" <<< {kwargs['_stdin']}" if kwargs.get("_stdin") else ""))
         return original(self, command, *args, **kwargs)
 
     monkeypatch.setattr(type(host), "run_shell_command", counting)
@@ -364,3 +364,33 @@ def test_systemd_units_read_together_give_each_fact_its_own_blocks_and_odd_outpu
                       items[2][0]: {"b.service": False, "a.service": True}}
     for odd in (shown[:3], shown + ["", "Id=c.service", "SubState=dead"], ["Failed to connect to bus"]):
         assert together.read(odd) == {}  # not one block per unit: each fact read by pyinfra itself
+
+
+def test_the_batch_goes_in_on_standard_input_and_the_command_sudo_would_log_is_short(run, tmp_path, monkeypatch):
+    """sudo logs the command it runs in full, 1 KB a line: a batch on its command line wrote a lab
+    host's auth log 18 "command continued" lines a dry run. What each fact reads on standard input
+    is empty, as pyinfra gives it, not the rest of the batch."""
+    state, host, path = run
+    long = "y" * 40_000  # past what the shell reads of its script at a time
+    host.get_fact(Stdin)
+    host.get_fact(Lines, text=long)
+    host.get_fact(Counted, path=str(path), tag="a")
+    finish(state)
+    state2, host2 = new_run()
+    seen = round_trips(host2, monkeypatch)
+    assert host2.get_fact(Stdin) == "" and host2.get_fact(Lines, text=long) == [long]
+    assert len(seen) == 1 and seen[0].startswith("exec sh -s <<< ") and "@@llmfleet-fact" in seen[0]
+    assert factmemo.memo_of(state2).prefetched == 3
+
+
+class Stdin(FactBase):
+    """What the fact's command reads on its standard input."""
+
+    def command(self) -> str:
+        return "cat"
+
+    def process(self, output):
+        return "\n".join(output)
+
+    def default(self):
+        return ""
