@@ -7,6 +7,7 @@ import os
 import shutil
 import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -118,7 +119,10 @@ def test_a_dry_run_and_the_verify_suite_leave_the_hosts_auth_log_one_short_line_
     host's auth log 150 such lines a dry run and verify."""
     url = next(u for u in lab.testinfra_hosts().split(",") if u.startswith("ssh://lab-c1?"))
     for _ in range(2):  # the first leaves each part's hint, if no earlier run did
-        since = lab_ssh("lab-c1", "date +%s").stdout.strip()
+        # the next whole second on the host's clock: the journal's --since counts in seconds, and
+        # the second the last run ended in holds its last commands
+        since = int(lab_ssh("lab-c1", "date +%s").stdout) + 1
+        time.sleep(1.2)
         lab.deploy("--dry", "--limit", "lab-c1")
         run(str(BIN / "pytest"), "verify/test_sysctls.py", "verify/test_chrony.py", "-p", "no:cacheprovider", "-q",
             "-m", "not acceptance", f"--hosts={url}")
