@@ -32,7 +32,9 @@ literals.
 The systemd unit facts among them (SystemdStatus and SystemdEnabled of the system manager, a unit
 or a few named each: what pyinfra's systemd.service asks) are read by one `systemctl show` of every
 unit, each fact given the lines its own command would print (_SystemdTogether): a lab host's ten
-systemctl runs took 60 ms of its CPU, its whole batch 250 ms against 185 ms now.
+systemctl runs took 60 ms of its CPU, its whole batch 250 ms against 185 ms then. The file facts
+(File, Directory, Link, Sha1File: what pyinfra's file operations ask) are read by one `stat` and
+one `sha1sum` of every path likewise (_FilesTogether).
 
 LLMFLEET_FACT_MEMO=off turns both off (every fact read as pyinfra reads it); LLMFLEET_HINTS=off
 turns off the prefetch only.
@@ -47,6 +49,7 @@ import importlib
 import os
 import re
 import secrets
+import shlex
 import weakref
 from typing import Any, Callable
 
@@ -56,6 +59,7 @@ from pyinfra.api import command as pyinfra_command
 from pyinfra.api import facts as pyinfra_facts
 from pyinfra.api.arguments import CONNECTOR_ARGUMENT_KEYS
 from pyinfra.api.host import Host
+from pyinfra.facts import files as file_facts
 from pyinfra.facts import systemd as systemd_facts
 
 from llmfleet import hints
@@ -89,7 +93,7 @@ class _Memo:
         self.batches = 0  # prefetch round trips
         self.prefetched = 0  # facts filled in by them
         self.prefetch_hits = 0  # of those, asked for by the run
-        self.joined = 0  # of those, systemd unit facts read by one systemctl (_SystemdTogether)
+        self.joined = 0  # of those, read together with others (_SystemdTogether, _FilesTogether)
 
     def forget(self, host_name: str) -> None:
         if host_name not in self.fetching:
@@ -292,14 +296,91 @@ class _SystemdTogether:
         return out
 
 
+def _file_path(fact: Any, own: dict, command: Any) -> tuple[str, str] | None:
+    """("stat", path) of a File, Directory or Link fact, ("sha1", path) of a Sha1File fact, whose
+    command is still pyinfra 3.10's (facts/files.py) for a path the shell does not expand (no
+    leading ~) on one line; None for any other fact."""
+    path = own.get("path")
+    if not isinstance(path, str) or not path or path.startswith("~") or "\n" in path or \
+            not isinstance(command, StringCommand):
+        return None
+    q = shlex.quote(path)
+    if type(fact) in (file_facts.File, file_facts.Directory, file_facts.Link):
+        kind, expected = "stat", (f"! (test -e {q} || test -L {q} ) || ( {file_facts.LINUX_STAT_COMMAND} {q} 2> "
+                                  f"/dev/null || {file_facts.BSD_STAT_COMMAND} {q} || {file_facts.LS_COMMAND} {q} )")
+    elif type(fact) is file_facts.Sha1File:
+        kind, expected = "sha1", (f"test -e {q} && ( sha1sum {q} 2> /dev/null || shasum {q} 2> /dev/null || sha1 "
+                                  f"{q} 2> /dev/null ) || true")
+    else:
+        return None
+    return (kind, path) if command.get_raw_value() == expected else None
+
+
+class _FilesTogether:
+    """The file facts of a host's hint (File, Directory and Link: what pyinfra's files.put,
+    files.template and files.directory ask; Sha1File: whether a file's content differs) read by one
+    GNU `stat` and one `sha1sum` of every path: a lab host's dry run asked 44 of them, each a
+    subshell or two and a stat or a sha1sum of its own. Each path is tested first in the shell
+    (stat: it exists, or is a link, as its fact's command tests it; sha1sum: it is a file, the paths
+    sha1sum prints a line for) and printed as a flag; stat and sha1sum then print a line per path
+    flagged, in the order given, the line that path's own command prints, and its fact's `process`
+    reads it (a path not flagged: no line, the fact's default, as alone). A section whose lines do not count up (a stat
+    that failed on a path, no GNU stat: the fact's own command would have tried BSD stat and ls)
+    fills nothing: each of its facts is then read by pyinfra itself."""
+
+    def __init__(self, members: list[tuple[tuple, Any, str, str]]) -> None:
+        self.members = members
+        self.paths = {kind: list(dict.fromkeys(p for _, _, k, p in members if k == kind)) for kind in ("stat", "sha1")}
+        self.mark = f"@@llmfleet-files-{secrets.token_hex(6)}@@"
+        # sha1sum prints no line for a path that exists and is no file (a directory): its fact's
+        # own command prints none either, so such a path is flagged as one without a line
+        tests = {"stat": 'test -e "$p" || test -L "$p"', "sha1": 'test -f "$p"'}
+        tools = {"stat": file_facts.LINUX_STAT_COMMAND, "sha1": "sha1sum"}
+        parts = []
+        for kind, paths in self.paths.items():
+            if not paths:
+                parts.append("echo")
+                continue
+            parts.append(f"set --; for p in {' '.join(shlex.quote(p) for p in paths)}; do if {tests[kind]}; then "
+                         f'printf 1; set -- "$@" "$p"; else printf 0; fi; done; echo; '
+                         f'if test $# -gt 0; then {tools[kind]} "$@" 2>/dev/null; fi')
+        self.command = f"{parts[0]}; echo {self.mark}; {parts[1]}; true"
+
+    def read(self, lines: list[str]) -> dict[tuple, Any]:
+        if self.mark not in lines:
+            return {}
+        at = lines.index(self.mark)
+        found: dict[str, dict[str, list[str]]] = {}
+        for kind, section in (("stat", lines[:at]), ("sha1", lines[at + 1:])):
+            paths = self.paths[kind]
+            flags, shown = (section[0], section[1:]) if section else ("", [])
+            if len(flags) != len(paths) or set(flags) - {"0", "1"} or flags.count("1") != len(shown):
+                continue
+            out = iter(shown)
+            found[kind] = {p: [next(out)] if flag == "1" else [] for p, flag in zip(paths, flags, strict=True)}
+        values: dict[tuple, Any] = {}
+        for key, fact, kind, path in self.members:
+            if kind not in found:
+                continue
+            own = found[kind][path]
+            try:
+                values[key] = fact.process(own) if own else fact.default()
+            except Exception:  # noqa: BLE001 - pyinfra's own read reports it
+                continue
+        return values
+
+
 def _readers(items: list[tuple[tuple, Any, Any, dict]]) -> list[tuple[Any, Callable[[list[str]], dict], bool]]:
-    """(command, reader of its output lines -> {key: value}, whether it reads systemd unit facts
-    together) for a batch: one per fact, the systemd unit facts together (_SystemdTogether) where
-    there are two or more."""
+    """(command, reader of its output lines -> {key: value}, whether it reads facts together) for a
+    batch: one per fact; the systemd unit facts together (_SystemdTogether), and the file facts
+    together (_FilesTogether), where there are two or more of them."""
     systemd = [(key, fact, units) for key, fact, command, own in items
                if (units := _systemd_units(fact, own, command)) is not None]
-    together = _SystemdTogether(systemd) if len(systemd) > 1 else None
-    joined = {key for key, _, _ in systemd} if together else set()
+    files = [(key, fact, *found) for key, fact, command, own in items
+             if (found := _file_path(fact, own, command)) is not None]
+    together: list[Any] = ([_SystemdTogether(systemd)] if len(systemd) > 1 else []) + \
+        ([_FilesTogether(files)] if len(files) > 1 else [])
+    joined = {m[0] for t in together for m in t.members}
     out: list[tuple[Any, Callable[[list[str]], dict], bool]] = []
     for key, fact, command, own in items:
         if key in joined:
@@ -316,8 +397,7 @@ def _readers(items: list[tuple[tuple, Any, Any, dict]]) -> list[tuple[Any, Calla
                 return {}
 
         out.append((command, one, False))
-    if together:
-        out.append((together.command, together.read, True))
+    out += [(t.command, t.read, True) for t in together]
     return out
 
 

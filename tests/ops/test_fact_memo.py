@@ -4,7 +4,9 @@ trips are counted at the host's command runner."""
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -394,3 +396,70 @@ class Stdin(FactBase):
 
     def default(self):
         return ""
+
+
+def test_file_facts_of_a_hint_read_by_one_stat_and_one_sha1sum_are_what_pyinfra_reads_of_each(run, tmp_path,
+                                                                                                 monkeypatch):
+    """_FilesTogether on this machine's GNU stat and sha1sum: a file (a space and a quote in its
+    name), a directory, a link, a path that does not exist, each asked as pyinfra's file operations
+    ask them; the second run reads all of them in one round trip, with one stat and one sha1sum."""
+    from pyinfra.facts.files import Directory, File, Link, Sha1File
+
+    state, host, _ = run
+    files = tmp_path / "files"
+    files.mkdir()
+    plain, quoted, folder = files / "a b.conf", files / "it's", files / "dir"
+    plain.write_text("content\n")
+    quoted.write_text("other\n")
+    plain.chmod(0o640)
+    for f in (plain, quoted):  # sha1sum reads them: an access time past the change keeps relatime from moving it
+        os.utime(f, (f.stat().st_mtime + 60, f.stat().st_mtime))
+    folder.mkdir()
+    (files / "link").symlink_to(plain)
+    missing = files / "missing"
+    asked = [(File, plain), (File, folder), (Directory, folder), (Directory, plain), (Link, files / "link"),
+             (File, missing), (Directory, missing), (Sha1File, plain), (Sha1File, quoted), (Sha1File, missing),
+             (Sha1File, folder)]
+    alone = [host.get_fact(cls, path=str(p)) for cls, p in asked]
+    finish(state)
+    state2, host2 = new_run()
+    seen = round_trips(host2, monkeypatch)
+    together = [host2.get_fact(cls, path=str(p)) for cls, p in asked]
+    assert together == alone
+    assert alone[0]["mode"] == 640 and alone[1] is False and alone[2]["mode"] and alone[3] is False
+    assert alone[4]["link_target"] == str(plain) and alone[5] is None and alone[6] is None
+    assert alone[7] == hashlib.sha1(b"content\n").hexdigest() and alone[8] == hashlib.sha1(b"other\n").hexdigest()
+    assert alone[9] is None and alone[10] is None
+    memo = factmemo.memo_of(state2)
+    assert len(seen) == 1 and (memo.batches, memo.prefetched, memo.joined) == (1, len(asked), len(asked)), seen
+    assert seen[0].count("sha1sum") == 1 and seen[0].count("stat -c") == 1
+
+
+def test_file_facts_whose_lines_do_not_count_up_are_left_to_pyinfra():
+    from pyinfra.facts.files import File, Sha1File
+
+    items = [systemd_like(File, "/a"), systemd_like(File, "/b"), systemd_like(Sha1File, "/a"),
+             systemd_like(Sha1File, "/c")]
+    together = factmemo._FilesTogether([(k, f, *found) for k, f, c, own in items
+                                        if (found := factmemo._file_path(f, own, c)) is not None])
+    assert len(together.members) == 4
+    line = "user=root group=root mode=-rw-r--r-- atime=1 mtime=2 ctime=3 size=4 '/a'"
+    sha = "a" * 40 + "  /a"
+    good = ["10", line, together.mark, "10", sha]
+    values = list(together.read(good).values())
+    assert values[0]["user"] == "root" and values[0]["size"] == 4 and values[1:] == [None, "a" * 40, None]
+    # stat printed no line for /a (it failed there): the stat facts are left, the sha1 ones still read
+    assert list(together.read(["10", together.mark, "10", sha])) == [items[2][0], items[3][0]]
+    assert together.read(["11", line]) == {}  # no mark: nothing
+    assert factmemo._file_path(File(), {"path": "~/x"}, File().command("~/x")) is None  # the shell expands it
+    changed = StringCommand("stat", "/a")
+    assert factmemo._file_path(File(), {"path": "/a"}, changed) is None  # pyinfra's command changed
+
+
+def systemd_like(cls, path):
+    """A prefetch item of a file fact as prefetch() makes it."""
+    from pyinfra.api import facts as pyinfra_facts
+
+    fact = cls()
+    return (("key", cls.__name__, path), fact, pyinfra_facts._make_command(fact.command, {"path": path}),
+            {"path": path, "_requires": None})
