@@ -310,20 +310,15 @@ class _HttpUrl(click.ParamType):
         return value.rstrip("/")
 
 
-def _group_data_defaults() -> dict:
-    """group_data/all.py's settings: what URL mode measures with (probe_*) and its gpu_profiles."""
-    from llmfleet.settings import group_data_defaults
-
-    return group_data_defaults()
-
-
 class _GpuProfileName(click.ParamType):
     """A name in group_data/all.py's gpu_profiles."""
 
     name = "PROFILE"
 
     def convert(self, value, param, ctx):
-        names = sorted(_group_data_defaults()["gpu_profiles"])
+        from llmfleet.settings import group_data_defaults
+
+        names = sorted(group_data_defaults()["gpu_profiles"])
         if value not in names:
             self.fail(f"{value!r}: no such profile in group_data/all.py's gpu_profiles (fix: one of "
                       f"{', '.join(names)})", param, ctx)
@@ -598,8 +593,9 @@ def _probe_targets(targets: TargetOptions, workload: WorkloadOptions, ceiling: C
             t.baseline_file = output.baseline or t.baseline_file
         return hosts
     from llmfleet.schema import GpuProfile
+    from llmfleet.settings import group_data_defaults
 
-    defaults = _group_data_defaults()
+    defaults = group_data_defaults()  # what URL mode measures with (probe_*) and its gpu_profiles
     key = fleet.read_key_file(targets.api_key_file, "--api-key-file") if targets.api_key_file \
         else fleet.key_from_environment()
     profile = GpuProfile(**defaults["gpu_profiles"][ceiling.gpu_profile]) if ceiling.gpu_profile else None

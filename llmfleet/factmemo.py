@@ -233,6 +233,13 @@ def _split(lines: list[str], mark: str) -> dict[int, tuple[int, list[str]]]:
 _UNIT = re.compile(r"[A-Za-z0-9:_.@\\-]+")
 
 
+def _if_present(requires: Any, command: Any) -> StringCommand:
+    """The command as pyinfra's _get_fact wraps a fact's with its required command: where that is
+    missing, pyinfra's marker instead, which reads as missing."""
+    return StringCommand("if", "command", "-v", requires, ">/dev/null", "2>&1;", "then", "(", command, ");",
+                         "else", "echo", f"'{pyinfra_facts._MISSING_COMMAND_MARKER}';", "fi")
+
+
 def _show(units: list[str], keys: list[str]) -> StringCommand:
     """pyinfra 3.10's SystemdStatus/SystemdEnabled command (facts/systemd.py) for the system manager,
     its state properties `keys`."""
@@ -269,9 +276,7 @@ class _SystemdTogether:
         self.members = members
         self.units = list(dict.fromkeys(u for _, _, units in members for u in units))
         keys = list(dict.fromkeys(fact.state_key for _, fact, _ in members))
-        self.command = StringCommand("if", "command", "-v", "systemctl", ">/dev/null", "2>&1;", "then", "(",
-                                     _show(self.units, keys), ");", "else", "echo",
-                                     f"'{pyinfra_facts._MISSING_COMMAND_MARKER}';", "fi")
+        self.command = _if_present("systemctl", _show(self.units, keys))
 
     def read(self, lines: list[str]) -> dict[tuple, Any]:
         blocks: list[list[str]] = [[]]
@@ -370,25 +375,23 @@ class _FilesTogether:
         return values
 
 
-def _readers(items: list[tuple[tuple, Any, Any, dict]]) -> list[tuple[Any, Callable[[list[str]], dict], bool]]:
+def _readers(items: list[tuple[tuple, Any, Any, dict, Any]]) -> list[tuple[Any, Callable[[list[str]], dict], bool]]:
     """(command, reader of its output lines -> {key: value}, whether it reads facts together) for a
     batch: one per fact; the systemd unit facts together (_SystemdTogether), and the file facts
     together (_FilesTogether), where there are two or more of them."""
-    systemd = [(key, fact, units) for key, fact, command, own in items
+    systemd = [(key, fact, units) for key, fact, command, own, _ in items
                if (units := _systemd_units(fact, own, command)) is not None]
-    files = [(key, fact, *found) for key, fact, command, own in items
+    files = [(key, fact, *found) for key, fact, command, own, _ in items
              if (found := _file_path(fact, own, command)) is not None]
     together: list[Any] = ([_SystemdTogether(systemd)] if len(systemd) > 1 else []) + \
         ([_FilesTogether(files)] if len(files) > 1 else [])
     joined = {m[0] for t in together for m in t.members}
     out: list[tuple[Any, Callable[[list[str]], dict], bool]] = []
-    for key, fact, command, own in items:
+    for key, fact, command, _, requires in items:
         if key in joined:
             continue
-        if own.get("_requires"):
-            command = StringCommand("if", "command", "-v", own["_requires"], ">/dev/null", "2>&1;", "then", "(",
-                                    command, ");", "else", "echo", f"'{pyinfra_facts._MISSING_COMMAND_MARKER}';",
-                                    "fi")
+        if requires:
+            command = _if_present(requires, command)
 
         def one(lines: list[str], key=key, fact=fact) -> dict:
             try:
@@ -404,7 +407,7 @@ def _readers(items: list[tuple[tuple, Any, Any, dict]]) -> list[tuple[Any, Calla
 def prefetch(state, host, memo: _Memo, keys: list[tuple]) -> None:
     """Run the hinted facts' commands on the host in one shell per set of connector arguments, and
     fill the memo with each one that exits 0 and processes."""
-    groups: dict[str, list[tuple[tuple, Any, Any, dict]]] = {}
+    groups: dict[str, list[tuple[tuple, Any, Any, dict, Any]]] = {}  # (key, fact, command, arguments, requires)
     values = memo.values.setdefault(host.name, {})
     memo.first_reads.setdefault(host.name, {})  # rewritten at the end even if nothing of it was asked for
     for key in keys:
@@ -421,8 +424,7 @@ def prefetch(state, host, memo: _Memo, keys: list[tuple]) -> None:
             requires = pyinfra_facts._make_command(fact.requires_command, args)
         except Exception:  # noqa: BLE001 - a fact whose arguments changed: pyinfra reads it, or says why
             continue
-        # with its requirement, wrapped as pyinfra's _get_fact wraps it (a missing command reads as missing)
-        groups.setdefault(connector, []).append((key, fact, command, {**args, "_requires": requires}))
+        groups.setdefault(connector, []).append((key, fact, command, args, requires))
     for connector, items in groups.items():
         mark = f"@@llmfleet-fact-{secrets.token_hex(6)}@@"
         connector_args = dict(_literal(connector))

@@ -323,25 +323,26 @@ def test_each_fact_in_the_batch_runs_apart_its_exit_cd_variables_and_syntax_erro
     assert len(seen) == 3, seen  # the batch, then each failing fact read on its own
 
 
-def systemd_item(cls, **own):
-    """A prefetch item of a systemd unit fact as prefetch() makes it: (key, fact, command, arguments)."""
+def prefetch_item(cls, **own):
+    """A prefetch item of a fact as prefetch() makes it: (key, fact, command, arguments, requires)."""
     from pyinfra.api import facts as pyinfra_facts
 
     fact = cls()
     return (("key", cls.__name__, repr(sorted(own.items()))), fact,
-            pyinfra_facts._make_command(fact.command, own), {**own, "_requires": "systemctl"})
+            pyinfra_facts._make_command(fact.command, own), own,
+            pyinfra_facts._make_command(fact.requires_command, own))
 
 
 def test_systemd_unit_facts_of_the_system_manager_named_one_by_one_are_read_together_and_no_others():
     from pyinfra.facts.systemd import SystemdEnabled, SystemdStatus
 
-    joined = [systemd_item(SystemdStatus, services=["a.service"]), systemd_item(SystemdEnabled, services="a.service"),
-              systemd_item(SystemdStatus, services=["b.service", "c@x.service"])]
-    apart = [systemd_item(SystemdStatus, services=["*.service"]),  # a pattern: units by the host's state
-             systemd_item(SystemdStatus, services=["a.service"], user_mode=True),  # a user manager
-             systemd_item(SystemdStatus, services=["a.service"], machine="m"),
-             systemd_item(SystemdStatus),  # every unit
-             systemd_item(SystemdStatus, services=["a b.service"])]
+    joined = [prefetch_item(SystemdStatus, services=["a.service"]), prefetch_item(SystemdEnabled, services="a.service"),
+              prefetch_item(SystemdStatus, services=["b.service", "c@x.service"])]
+    apart = [prefetch_item(SystemdStatus, services=["*.service"]),  # a pattern: units by the host's state
+             prefetch_item(SystemdStatus, services=["a.service"], user_mode=True),  # a user manager
+             prefetch_item(SystemdStatus, services=["a.service"], machine="m"),
+             prefetch_item(SystemdStatus),  # every unit
+             prefetch_item(SystemdStatus, services=["a b.service"])]
     readers = factmemo._readers(joined + apart)
     assert [r[2] for r in readers] == [False] * len(apart) + [True]
     assert str(readers[-1][0]).count("systemctl show") == 1
@@ -355,9 +356,10 @@ def test_systemd_unit_facts_of_the_system_manager_named_one_by_one_are_read_toge
 def test_systemd_units_read_together_give_each_fact_its_own_blocks_and_odd_output_fills_nothing():
     from pyinfra.facts.systemd import SystemdEnabled, SystemdStatus
 
-    items = [systemd_item(SystemdStatus, services=["a.service"]), systemd_item(SystemdEnabled, services=["a.service"]),
-             systemd_item(SystemdStatus, services=["b.service", "a.service"])]
-    together = factmemo._SystemdTogether([(k, f, u) for k, f, c, own in items
+    items = [prefetch_item(SystemdStatus, services=["a.service"]),
+             prefetch_item(SystemdEnabled, services=["a.service"]),
+             prefetch_item(SystemdStatus, services=["b.service", "a.service"])]
+    together = factmemo._SystemdTogether([(k, f, u) for k, f, c, own, _ in items
                                           if (u := factmemo._systemd_units(f, own, c)) is not None])
     shown = ["Id=a.service", "SubState=running", "UnitFileState=disabled", "",
              "Id=b.service", "SubState=dead", "UnitFileState=enabled"]
@@ -438,9 +440,9 @@ def test_file_facts_of_a_hint_read_by_one_stat_and_one_sha1sum_are_what_pyinfra_
 def test_file_facts_whose_lines_do_not_count_up_are_left_to_pyinfra():
     from pyinfra.facts.files import File, Sha1File
 
-    items = [systemd_like(File, "/a"), systemd_like(File, "/b"), systemd_like(Sha1File, "/a"),
-             systemd_like(Sha1File, "/c")]
-    together = factmemo._FilesTogether([(k, f, *found) for k, f, c, own in items
+    items = [prefetch_item(File, path="/a"), prefetch_item(File, path="/b"), prefetch_item(Sha1File, path="/a"),
+             prefetch_item(Sha1File, path="/c")]
+    together = factmemo._FilesTogether([(k, f, *found) for k, f, c, own, _ in items
                                         if (found := factmemo._file_path(f, own, c)) is not None])
     assert len(together.members) == 4
     line = "user=root group=root mode=-rw-r--r-- atime=1 mtime=2 ctime=3 size=4 '/a'"
@@ -454,12 +456,3 @@ def test_file_facts_whose_lines_do_not_count_up_are_left_to_pyinfra():
     assert factmemo._file_path(File(), {"path": "~/x"}, File().command("~/x")) is None  # the shell expands it
     changed = StringCommand("stat", "/a")
     assert factmemo._file_path(File(), {"path": "/a"}, changed) is None  # pyinfra's command changed
-
-
-def systemd_like(cls, path):
-    """A prefetch item of a file fact as prefetch() makes it."""
-    from pyinfra.api import facts as pyinfra_facts
-
-    fact = cls()
-    return (("key", cls.__name__, path), fact, pyinfra_facts._make_command(fact.command, {"path": path}),
-            {"path": path, "_requires": None})
