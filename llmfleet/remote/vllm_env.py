@@ -2,15 +2,14 @@
 imports from (importlib.metadata over its sys.path inside the environment), and the record the
 deploy wrote when it made the environment (argv[1]), with the record's owner and mode.
 Prints {"actual": {name: version}, "record": {name: version} | None, "owner": uid, "mode": "0644"}."""
-import importlib.metadata
 import json
 import os
-import re
 import sys
 
+from _helpers import distributions  # llmfleet/remote/_helpers.py, sent along by python_script
+
 paths = [p for p in sys.path if p and os.path.realpath(p).startswith(os.path.realpath(sys.prefix) + os.sep)]
-actual = {re.sub(r"[-_.]+", "-", d.metadata["Name"]).lower(): d.version
-          for d in importlib.metadata.distributions(path=paths) if d.metadata["Name"]}
+actual = distributions(paths)
 record, owner, mode = None, None, None
 try:
     with open(sys.argv[1]) as fh:

@@ -12,11 +12,11 @@ Names are normalised as pip does (PEP 503: lower case, runs of -_. as one -).
 """
 
 import glob
-import importlib.metadata
 import json
 import os
-import re
 import sys
+
+from _helpers import distributions  # llmfleet/remote/_helpers.py, sent along by python_script
 
 RECORD = ".llmfleet-packages.json"
 env, mode = sys.argv[1], sys.argv[2]
@@ -24,13 +24,7 @@ record_path = os.path.join(env, RECORD)
 
 
 def installed():
-    paths = sorted(glob.glob(os.path.join(env, "lib", "python3*", "site-packages")))
-    found = {}
-    for dist in importlib.metadata.distributions(path=paths):
-        name = dist.metadata["Name"]
-        if name:
-            found[re.sub(r"[-_.]+", "-", name).lower()] = dist.version
-    return found
+    return distributions(sorted(glob.glob(os.path.join(env, "lib", "python3*", "site-packages"))))
 
 
 def diff():

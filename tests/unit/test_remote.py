@@ -233,3 +233,32 @@ def test_nvidia_host_names_the_held_packages_as_apt_mark_showhold_does(tmp_path)
                                            "libnvidia-compute-580:i386", "nvidia-driver-580"]
     assert fact["packages"] == {"nvidia-driver-580": "580.95.05-1", "cuda-toolkit-12-8": "12.8.1-1",
                                 "libnvidia-compute-580": "580.95.05-1"}
+
+
+def metadata_as_importlib_reads_it(paths: list[str]) -> dict:
+    """What the scripts read before: importlib.metadata's own Name and version of each distribution."""
+    import importlib.metadata
+
+    return {re.sub(r"[-_.]+", "-", d.metadata["Name"]).lower(): d.version
+            for d in importlib.metadata.distributions(path=paths) if d.metadata["Name"]}
+
+
+def test_the_distributions_reader_reads_what_importlib_metadata_reads(tmp_path):
+    site = tmp_path / "site-packages"
+    body = "A long description.\n\nName: not-a-header\nVersion: 9.9\n" * 50
+    for folder, file, text in (
+            ("Foo_Bar-1.2.dist-info", "METADATA", f"Metadata-Version: 2.1\nName: Foo_Bar\nVersion: 1.2\n\n{body}"),
+            ("zope.interface-6.0.dist-info", "METADATA",
+             "Metadata-Version: 2.1\nName: zope.interface\nSummary: folded\n  over two lines\nVersion: 6.0\n"),
+            ("old-0.1.egg-info", "PKG-INFO", f"Metadata-Version: 1.0\nname: old\nversion: 0.1\n\n{body}"),
+            ("nameless-1.0.dist-info", "METADATA", "Metadata-Version: 2.1\nVersion: 1.0\n\nName: body\n"),
+            ("crlf-2.0.dist-info", "METADATA", "Metadata-Version: 2.1\r\nName: crlf\r\nVersion: 2.0\r\n\r\nbody\r\n")):
+        (site / folder).mkdir(parents=True)
+        (site / folder / file).write_bytes(text.encode())
+    read = helpers()["distributions"]
+    expected = metadata_as_importlib_reads_it([str(site)])
+    assert read([str(site)]) == expected == {"foo-bar": "1.2", "zope-interface": "6.0", "old": "0.1", "crlf": "2.0"}
+    # and this machine's own environment: every distribution the project runs on
+    ours = [p for p in sys.path if p.endswith("site-packages")]
+    assert len(metadata_as_importlib_reads_it(ours)) > 50
+    assert read(ours) == metadata_as_importlib_reads_it(ours)
