@@ -16,9 +16,28 @@ from _helpers import sh  # llmfleet/remote/_helpers.py, sent along by python_scr
 
 want = json.loads(sys.argv[1])
 out: dict = {"now": time.time(), "units": {}, "files": {}, "scrape": None, "checks": []}
-for unit in want.get("units", []):
-    out["units"][unit] = {"active": sh(["systemctl", "is-active", unit]).strip() or "inactive",
-                          "enabled": sh(["systemctl", "is-enabled", unit]).strip() or "disabled"}
+
+
+def unit_states(units):
+    """{unit: {"active": its ActiveState, "enabled": its UnitFileState}} from one `systemctl show`
+    (one block per unit, in the order asked), as `systemctl is-active` and `is-enabled` print them
+    ("active", "enabled", "failed", "masked", ...); "inactive" and "disabled" where systemd says
+    nothing (a unit it does not know, no systemd). One `systemctl` for all: 3.5 ms of the host's
+    CPU each, two a unit before."""
+    if not units:
+        return {}
+    blocks = sh(["systemctl", "show", "--property=ActiveState,UnitFileState", "--", *units]).split("\n\n")
+    if len(blocks) != len(units):
+        blocks = [""] * len(units)
+    states = {}
+    for unit, block in zip(units, blocks):  # noqa: B905 - as many of each; strict= needs python 3.10
+        props = dict(line.split("=", 1) for line in block.splitlines() if "=" in line)
+        states[unit] = {"active": props.get("ActiveState") or "inactive",
+                        "enabled": props.get("UnitFileState") or "disabled"}
+    return states
+
+
+out["units"] = unit_states(want.get("units", []))
 for path in want.get("files", []):
     try:
         with open(path) as fh:

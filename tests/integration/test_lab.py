@@ -14,6 +14,7 @@ import pytest
 from harness import BIN, LAB_ENV, N_CONTAINERS, PREFIX, lab_ssh, llmfleet, run, state
 
 from llmfleet.lab import cgroup
+from llmfleet.remote import python_script
 
 
 def _cmdline(proc: Path) -> bytes:
@@ -152,6 +153,30 @@ def test_the_systemd_unit_facts_of_a_hint_read_together_are_what_pyinfra_reads_o
     assert values["e2scrub_all.service"] == [{"e2scrub_all.service": False}, {"e2scrub_all.service": True}]
     assert values["debug-shell.service"] == [{"debug-shell.service": False}] * 2
     assert values["two"] == {"ssh.service": True, "systemd-journald.service": True}
+
+
+def test_the_telemetry_units_states_are_what_systemctl_is_active_and_is_enabled_print(lab):
+    """llmfleet/remote/telemetry_state.py reads its units' states with one `systemctl show`: on a real
+    systemd each is what `systemctl is-active` and `systemctl is-enabled` print of it (an active and
+    enabled unit, a static one, a disabled one, a failed transient one: "failed" by name), and a unit
+    systemd does not know is inactive and disabled."""
+    units = ["ssh.service", "e2scrub_all.service", "debug-shell.service", "llmfleet-test-failed.service",
+             "no-such-llmfleet-unit.service"]
+    lab_ssh("lab-c1", "sudo systemd-run --quiet --unit=llmfleet-test-failed.service false; for i in $(seq 50); do "
+                      "test \"$(systemctl is-active llmfleet-test-failed.service)\" = failed && break; sleep 0.2; done")
+    try:
+        state = json.loads(lab_ssh("lab-c1", python_script("telemetry_state", json.dumps({"units": units}))).stdout)
+        printed = lab_ssh("lab-c1", "; ".join(f"echo $(systemctl is-active {u}) $(systemctl is-enabled {u} 2>/dev/null)"
+                                              for u in units)).stdout.splitlines()
+    finally:
+        lab_ssh("lab-c1", "sudo systemctl reset-failed llmfleet-test-failed.service", check=False)
+    # is-enabled prints nothing on standard output for a unit systemd does not know: "disabled" then
+    expected = {u: {"active": words[0], "enabled": words[1] if len(words) > 1 else "disabled"}
+                for u, words in zip(units, (line.split() for line in printed), strict=True)}
+    assert state["units"] == expected
+    assert expected["ssh.service"] == {"active": "active", "enabled": "enabled"}
+    assert expected["llmfleet-test-failed.service"]["active"] == "failed"
+    assert expected["no-such-llmfleet-unit.service"] == {"active": "inactive", "enabled": "disabled"}
 
 
 def test_hosts_reach_only_each_other_and_the_machine(lab):
