@@ -25,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from llmfleet import hints  # noqa: E402
+from llmfleet import hints, remote  # noqa: E402
 from llmfleet.lab import cgroup  # noqa: E402
 from llmfleet.lab.config import LabPaths  # noqa: E402
 from llmfleet.lab.hosts import container_cgroup  # noqa: E402
@@ -50,7 +50,7 @@ def main() -> None:
         sys.exit(f"no verify hint of {host}: run `pytest verify/ --hosts=ssh://{host}` (or an audit) first")
     commands = [c for c in hints.load(files[-1]) if isinstance(c, str)]
     together = pf.batch_script(commands, MARK)
-    pf.PYTHON = "none: each script in a python3 of its own"
+    remote.PYTHON = "none: each script in a python3 of its own"
     apart = pf.batch_script(commands, MARK)
 
     def session(script: str) -> tuple[float, dict]:

@@ -42,9 +42,7 @@ LLMFLEET_HINTS=off: every command runs where it is asked.
 
 from __future__ import annotations
 
-import base64
 import hashlib
-import re
 import secrets
 import shlex
 from collections import Counter
@@ -52,15 +50,17 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from llmfleet import hints, remote
+from llmfleet.remote import read_batch
 
 KIND = "verify"
-# Commands per batch, in bytes: the batch is one argument of `sh -c` twice (the control machine's
-# shell running ssh, the host's login shell; under sudo it goes in on standard input, printf's
-# argument in the login shell: sudo_batch_command), and Linux caps one argument
-# at 128 KiB (MAX_ARG_STRLEN, include/uapi/linux/binfmts.h); the quoting grows it by about a fifth
-# (a lab host's 99 KB of commands: 104 KB of script, 122 KB as ssh's argument).
-MAX_BATCH_BYTES = 90_000
-PYTHON = "python3"  # the interpreter whose host scripts run together (not a vLLM environment's)
+# A batch's size as sent, in bytes: the batch script quoted twice (shlex.quote: the control machine's
+# `sh -c` running ssh takes the command, which holds the script quoted once for the host's login
+# shell; under sudo the script goes in on standard input, printf's argument in that login shell:
+# sudo_batch_command). Linux caps one argument at 128 KiB (MAX_ARG_STRLEN,
+# include/uapi/linux/binfmts.h); the rest of the 131072 is left to ssh's own words and sudo's.
+# The host scripts among the commands go in compressed (scripts_command): a lab host's 23 verify
+# commands, 92 KB as they are asked, are a 26 KB batch as sent.
+MAX_BATCH_BYTES = 120_000
 BACKENDS = ("ssh", "local")  # testinfra backends whose `run` is wrapped (the rest run as they are)
 # Hosts whose batch may run before their own checks, while the checks of the hosts before them run
 # (`pytest verify/ --prefetch-ahead N`): a batch is mostly the host's work and a round trip.
@@ -81,8 +81,7 @@ def batch_script(commands: list[str], mark: str, shell: str = "/bin/sh") -> str:
     The host scripts among them (llmfleet.remote.python_script's commands for `python3`, two or
     more) run in one interpreter instead, a process each (llmfleet/remote/run_scripts.py), which
     prints the same."""
-    scripts = [(i, parsed[1], parsed[2]) for i, parsed in enumerate(map(remote.parse, commands))
-               if parsed is not None and parsed[0] == PYTHON]
+    scripts = [(i, *found) for i, command in enumerate(commands) if (found := remote.python3_script(command))]
     if len(scripts) < 2:
         scripts = []
     together = {i for i, _, _ in scripts}
@@ -92,46 +91,35 @@ def batch_script(commands: list[str], mark: str, shell: str = "/bin/sh") -> str:
             lines.append(f'{shell} -c {shlex.quote(command)} >"$d/o" 2>"$d/e" </dev/null; r=$?; '
                          f"printf '\\n{mark} {i} %d\\n' \"$r\"; base64 -w0 \"$d/o\"; echo; base64 -w0 \"$d/e\"; echo")
     if scripts:
-        lines.append(remote.scripts_command(scripts, mark, PYTHON))
+        lines.append(remote.scripts_command(scripts, mark))
     return "\n".join(lines) + "\n"
 
 
-def read_batch(output: str, mark: str, count: int) -> dict[int, tuple[int, bytes, bytes]]:
-    """{i: (exit status, stdout, stderr)} of a batch's output; what does not parse is left out."""
-    pattern = re.compile(rf"^{re.escape(mark)} (\d+) (\d+)$")
-    lines = output.split("\n")
-    out: dict[int, tuple[int, bytes, bytes]] = {}
-    for n, line in enumerate(lines):
-        m = pattern.match(line)
-        if m is None or n + 2 >= len(lines):
-            continue
-        i = int(m[1])
-        if i >= count:
-            continue
-        try:
-            out[i] = (int(m[2]), base64.b64decode(lines[n + 1], validate=True),
-                      base64.b64decode(lines[n + 2], validate=True))
-        except (ValueError, IndexError):
-            continue
-    return out
+def sent_size(script: str) -> int:
+    """A batch script's size as sent, in bytes: quoted twice (MAX_BATCH_BYTES)."""
+    return len(shlex.quote(shlex.quote(script)).encode())
 
 
-def chunks(commands: list[str], limit: int | None = None) -> list[list[str]]:
-    """The commands in batches of at most `limit` bytes (MAX_BATCH_BYTES; a longer command alone is
-    left out: it runs where it is asked)."""
+def new_mark() -> str:
+    return f"@@llmfleet-verify-{secrets.token_hex(6)}@@"
+
+
+def batches(commands: list[str], shell: str = "/bin/sh", limit: int | None = None) -> list[tuple[list[str], str, str]]:
+    """The commands as batches of at most `limit` bytes as sent (MAX_BATCH_BYTES), each
+    (commands, mark, script): all in one where they fit (the host scripts among them compressed
+    together), else each half the same way, in order. A command too long for a batch alone is left
+    out: it runs where it is asked."""
     limit = limit or MAX_BATCH_BYTES
-    parts: list[list[str]] = []
-    size = 0
-    for command in commands:
-        n = len(command.encode())
-        if n > limit:
-            continue
-        if not parts or size + n > limit:
-            parts.append([])
-            size = 0
-        parts[-1].append(command)
-        size += n
-    return parts
+    if not commands:
+        return []
+    mark = new_mark()
+    script = batch_script(commands, mark, shell)
+    if sent_size(script) <= limit:
+        return [(commands, mark, script)]
+    if len(commands) == 1:
+        return []
+    half = len(commands) // 2
+    return batches(commands[:half], shell, limit) + batches(commands[half:], shell, limit)
 
 
 def sudo_batch_command(backend: Any, script: str) -> str:
@@ -240,11 +228,10 @@ class Prefetch:
         """Run the host's hinted commands, in as few round trips as fit (usually one)."""
         assert self.where is not None
         hinted = [c for c in hints.load(hints.path_for(self.where, state.name, self.selection)) if isinstance(c, str)]
-        for part in chunks(hinted):
-            mark = f"@@llmfleet-verify-{secrets.token_hex(6)}@@"
+        for part, mark, script in batches(hinted, shell_of(state.backend)):
             state.batches += 1
             try:
-                result = run_batch(state, batch_script(part, mark, shell_of(state.backend)))
+                result = run_batch(state, script)
             except Exception:  # noqa: BLE001 - no connection, ssh failed: each command runs where it is asked
                 continue
             if result.rc != 0:

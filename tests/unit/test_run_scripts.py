@@ -167,3 +167,29 @@ def test_the_modules_the_scripts_import_are_named_for_the_runner():
                            "from _helpers import rd\nfrom __future__ import annotations\ndef f():\n    import csv\n") \
         == {"json", "os.path", "urllib"}
     assert remote.imported("this is not python") == set()
+
+
+def test_the_helpers_go_in_once_and_a_script_without_this_prelude_has_what_it_makes(folder):
+    """scripts_command sends the helpers once and each script without python_script's prelude; a
+    script that made no helpers, or other ones (a hint of an older llmfleet), answers as it does alone."""
+    import base64
+    import json
+    import zlib
+
+    commands = [remote.python_script("helpers", "/etc/hostname"), remote.python_script("exception")]
+    no_helpers = "python3 - <<'LLMFLEET_EOF'\nimport sys\nprint('_helpers' in sys.modules)\nLLMFLEET_EOF"
+    helpers = (remote.FOLDER / "_helpers.py").read_text()
+    older = helpers.replace("def rd(path):", "def rd(path):\n    return 'older'\n\n\ndef rd_now(path):", 1)
+    assert older != helpers
+    commands += [no_helpers] + [
+        remote.python_script(name, "/etc/hostname").replace(remote.prelude(helpers), remote.prelude(older))
+                 for name in ("plain", "helpers")]
+    script, answers = batched(commands)
+    runner = script[script.index("python3 - "):script.rindex("LLMFLEET_EOF") + len("LLMFLEET_EOF")]
+    _, (_, payload), _ = remote.parse(runner)
+    batch = json.loads(zlib.decompress(base64.b64decode(payload)))
+    assert batch["helpers"] == helpers
+    assert [flag for *_, flag in batch["scripts"]] == [True, True, False, False, False]
+    assert not any(repr(helpers) in source for _, _, source, _ in batch["scripts"])
+    assert [answers[i] for i in range(5)] == [alone(c) for c in commands]
+    assert answers[2][1] == b"False\n" and answers[4][1] == b"older\n"

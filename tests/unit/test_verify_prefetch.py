@@ -14,6 +14,7 @@ import testinfra.backend
 from testinfra.host import Host
 
 from llmfleet import hints
+from llmfleet.remote import python_script
 from verify import prefetch as pf
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -139,17 +140,38 @@ def test_another_selection_of_checks_has_a_hint_of_its_own(tmp_path):
 
 
 def test_commands_go_in_as_many_batches_as_the_argument_limit_needs(tmp_path, monkeypatch):
-    assert pf.chunks(["a" * 4, "b" * 4, "c" * 4, "d" * 20], limit=10) == [["a" * 4, "b" * 4], ["c" * 4]]
+    def parts(commands, limit):
+        return [part for part, _, _ in pf.batches(commands, limit=limit)]
+
+    def size(commands):
+        return pf.sent_size(pf.batch_script(commands, pf.new_mark()))
+
+    words = [f"echo {w}" for w in "abcd"]
+    assert parts(words, size(words)) == [words]
+    assert parts(words, size(words) - 1) == [words[:2], words[2:]]
+    assert parts(words, size(words[:1])) == [[w] for w in words]
+    long = "echo " + "x" * 400
+    assert parts([*words[:2], long], size(words[:2])) == [words[:1], words[1:2]]  # the long one runs alone
+    assert pf.sent_size("é x") - pf.sent_size("e x") == 1  # bytes, as the kernel counts an argument
     log = tmp_path / "log"
     first, host, _ = new_run()
     words = [f"w{i}" for i in range(6)]
     for w in words:
         host.run(counting(log, w))
     first.finish()
-    monkeypatch.setattr(pf, "MAX_BATCH_BYTES", len(counting(log, "w0")) * 3)
+    monkeypatch.setattr(pf, "MAX_BATCH_BYTES", size([counting(log, w) for w in words[:3]]))
     _, host2, trips = new_run()
     assert [host2.run(counting(log, w)).stdout for w in words] == [f"{w}\n" for w in words]
     assert len(trips) == 2
+
+
+def test_host_scripts_count_as_sent_compressed_not_as_asked(tmp_path):
+    """A lab host's verify commands were split by their size as asked (each host script carries the
+    helpers: 92 KB), two batches where the script sent is 24 KB."""
+    scripts = [python_script("read_files", f"/etc/file{i}") for i in range(20)]
+    assert sum(len(c) for c in scripts) > pf.MAX_BATCH_BYTES
+    ((part, mark, script),) = pf.batches(scripts)
+    assert part == scripts and pf.sent_size(script) < pf.MAX_BATCH_BYTES / 4
 
 
 def test_a_batch_that_fails_as_a_whole_leaves_every_command_to_run_where_it_is_asked(tmp_path, monkeypatch):
