@@ -34,7 +34,8 @@ or a few named each: what pyinfra's systemd.service asks) are read by one `syste
 unit, each fact given the lines its own command would print (_SystemdTogether): a lab host's ten
 systemctl runs took 60 ms of its CPU, its whole batch 250 ms against 185 ms then. The file facts
 (File, Directory, Link, Sha1File: what pyinfra's file operations ask) are read by one `stat` and
-one `sha1sum` of every path likewise (_FilesTogether).
+one `sha1sum` of every path likewise (_FilesTogether), and llmfleet's own host scripts run in one
+interpreter, a forked child each (_ScriptsTogether).
 
 LLMFLEET_FACT_MEMO=off turns both off (every fact read as pyinfra reads it); LLMFLEET_HINTS=off
 turns off the prefetch only.
@@ -62,7 +63,7 @@ from pyinfra.api.host import Host
 from pyinfra.facts import files as file_facts
 from pyinfra.facts import systemd as systemd_facts
 
-from llmfleet import hints
+from llmfleet import hints, remote
 
 ATTR = "_llmfleet_fact_memo"
 KIND = "facts"  # their hints' folder (llmfleet/hints.py)
@@ -93,7 +94,7 @@ class _Memo:
         self.batches = 0  # prefetch round trips
         self.prefetched = 0  # facts filled in by them
         self.prefetch_hits = 0  # of those, asked for by the run
-        self.joined = 0  # of those, read together with others (_SystemdTogether, _FilesTogether)
+        self.joined = 0  # of those, read together with others (_SystemdTogether, _FilesTogether, _ScriptsTogether)
 
     def forget(self, host_name: str) -> None:
         if host_name not in self.fetching:
@@ -375,16 +376,56 @@ class _FilesTogether:
         return values
 
 
+def _script(command: Any, requires: Any) -> tuple[list[str], str] | None:
+    """(args, source) of a fact whose command is a host script of llmfleet's for python3
+    (remote.python3_script) and which requires no command; None for any other."""
+    return remote.python3_script(command) if isinstance(command, str) and not requires else None
+
+
+class _ScriptsTogether:
+    """The host scripts among a host's hinted facts (llmfleet's own facts: NvidiaHost, VllmState,
+    VllmEnvironment on a bench-lab vLLM host, more on a GPU host) run in one interpreter, a forked
+    child each (llmfleet/remote/run_scripts.py, as the verify suite's batch runs its scripts):
+    an interpreter's start saved per script past the first (about 20 ms of the host's CPU). Each
+    fact's `process` reads its own script's standard output, split into lines as pyinfra splits a
+    command's; a script that did not exit 0, or output that does not read back, fills nothing, and
+    pyinfra reads that fact itself."""
+
+    def __init__(self, members: list[tuple[tuple, Any, list[str], str]]) -> None:
+        self.members = members
+        self.mark = f"@@llmfleet-scripts-{secrets.token_hex(6)}@@"
+        self.command = remote.scripts_command([(i, args, source) for i, (_, _, args, source) in enumerate(members)],
+                                              self.mark)
+
+    def read(self, lines: list[str]) -> dict[tuple, Any]:
+        answers = remote.read_batch("\n".join(lines), self.mark, len(self.members))
+        values: dict[tuple, Any] = {}
+        for i, (key, fact, _, _) in enumerate(self.members):
+            rc, out, _ = answers.get(i, (None, b"", b""))
+            if rc != 0:
+                continue
+            try:
+                text = out.decode("utf-8")
+                own = text.split("\n")[:-1] if text.endswith("\n") else text.split("\n")
+                values[key] = fact.process(own) if own else fact.default()
+            except Exception:  # noqa: BLE001 - pyinfra's own read reports it
+                continue
+        return values
+
+
 def _readers(items: list[tuple[tuple, Any, Any, dict, Any]]) -> list[tuple[Any, Callable[[list[str]], dict], bool]]:
     """(command, reader of its output lines -> {key: value}, whether it reads facts together) for a
-    batch: one per fact; the systemd unit facts together (_SystemdTogether), and the file facts
-    together (_FilesTogether), where there are two or more of them."""
+    batch: one per fact; the systemd unit facts together (_SystemdTogether), the file facts together
+    (_FilesTogether), and llmfleet's host scripts together (_ScriptsTogether), where there are two
+    or more of them."""
     systemd = [(key, fact, units) for key, fact, command, own, _ in items
                if (units := _systemd_units(fact, own, command)) is not None]
     files = [(key, fact, *found) for key, fact, command, own, _ in items
              if (found := _file_path(fact, own, command)) is not None]
+    scripts = [(key, fact, *script) for key, fact, command, _, requires in items
+               if (script := _script(command, requires)) is not None]
     together: list[Any] = ([_SystemdTogether(systemd)] if len(systemd) > 1 else []) + \
-        ([_FilesTogether(files)] if len(files) > 1 else [])
+        ([_FilesTogether(files)] if len(files) > 1 else []) + ([_ScriptsTogether(scripts)] if len(scripts) > 1 else [])
     joined = {m[0] for t in together for m in t.members}
     out: list[tuple[Any, Callable[[list[str]], dict], bool]] = []
     for key, fact, command, _, requires in items:

@@ -4,6 +4,7 @@ trips are counted at the host's command runner."""
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import os
@@ -456,3 +457,61 @@ def test_file_facts_whose_lines_do_not_count_up_are_left_to_pyinfra():
     assert factmemo._file_path(File(), {"path": "~/x"}, File().command("~/x")) is None  # the shell expands it
     changed = StringCommand("stat", "/a")
     assert factmemo._file_path(File(), {"path": "/a"}, changed) is None  # pyinfra's command changed
+
+
+class ReadFiles(FactBase):
+    """A host script of llmfleet's (llmfleet.remote.python_script), as llmfleet's own facts are."""
+
+    def command(self, path: str) -> str:
+        from llmfleet.remote import python_script
+
+        return python_script("read_files", path)
+
+    def process(self, output):
+        return json.loads("\n".join(output))
+
+
+class ProcValues(ReadFiles):
+    def command(self, path: str) -> str:
+        from llmfleet.remote import python_script
+
+        return python_script("proc_values", path)
+
+
+def test_host_script_facts_of_a_hint_run_in_one_interpreter_and_read_as_pyinfra_reads_each(run, tmp_path,
+                                                                                             monkeypatch):
+    state, host, path = run
+    (tmp_path / "a").write_text("first\n")
+    (tmp_path / "b").write_text("it's\nsecond")
+    asked = [(ReadFiles, {"path": str(tmp_path / "a")}), (ReadFiles, {"path": str(tmp_path / "b")}),
+             (ReadFiles, {"path": str(tmp_path / "missing")}), (ProcValues, {"path": "/proc/sys/kernel/ostype"})]
+    alone = [host.get_fact(cls, **own) for cls, own in asked] + [host.get_fact(Counted, path=str(path))]
+    finish(state)
+    state2, host2 = new_run()
+    seen = round_trips(host2, monkeypatch)
+    together = [host2.get_fact(cls, **own) for cls, own in asked] + [host2.get_fact(Counted, path=str(path))]
+    assert together[:4] == alone[:4] and together[4] == alone[4] + 1
+    assert alone[1] == {str(tmp_path / "b"): "it's\nsecond"} and alone[3]["/proc/sys/kernel/ostype"][0] == "Linux"
+    memo = factmemo.memo_of(state2)
+    assert len(seen) == 1 and (memo.batches, memo.prefetched, memo.joined) == (1, 5, 4), seen
+    assert seen[0].count("\nLLMFLEET_EOF") == 1  # one interpreter: the runner's, the scripts its payload
+
+
+def test_host_scripts_that_fail_or_print_what_does_not_read_are_left_to_pyinfra():
+    from llmfleet import remote
+
+    items = [prefetch_item(ReadFiles, path="/a"), prefetch_item(ReadFiles, path="/b"),
+             prefetch_item(ReadFiles, path="/c"), prefetch_item(ReadFiles, path="/d")]
+    readers = factmemo._readers(items + [prefetch_item(Counted, path="/e")])
+    assert [r[2] for r in readers] == [False, True]  # the shell fact alone, the four scripts together
+    together = factmemo._readers(items)[0][1].__self__
+    assert [m[0] for m in together.members] == [i[0] for i in items]
+
+    def line(i, rc, out):
+        return [f"{together.mark} {i} {rc}", base64.b64encode(out).decode(), ""]
+
+    lines = line(0, 0, b'{"/a": "x"}\n') + line(1, 1, b'{"/b": "y"}\n') + line(2, 0, b"not json\n") + ["noise"]
+    assert together.read(lines) == {items[0][0]: {"/a": "x"}}  # failed, unreadable, missing: to pyinfra
+    # a fact that requires a command, or another interpreter's script, runs apart
+    assert factmemo._script(items[0][2], "python3") is None
+    assert factmemo._script(remote.python_script("read_files", "/a", python="/opt/env/bin/python3"), None) is None
