@@ -117,17 +117,17 @@ def scripts_command(scripts: list[tuple[int, list[str], str]], mark: str, python
     python_script's commands) in one interpreter, a forked child each (run_scripts.py), printing
     each one's `<mark> <i> <exit status>`, stdout and stderr in base64 as verify/prefetch.py's batch
     does.
-    The helpers go in once: a script that starts with python_script's prelude of this machine's
-    helpers goes without it (a line left empty in its place, so that a traceback's line numbers
-    stay), and the runner makes the module _helpers once, before its children start (a lab host's
-    12 verify scripts: 12 compiles of the helpers, 0.9 ms each, and 6 KB each of the batch)."""
+    The helpers go in once: the runner is itself a python_script, whose prelude makes the module
+    _helpers before it starts, and a script that starts with the same prelude goes without it (a
+    line left empty in its place, so that a traceback's line numbers stay); its forked child has
+    the runner's _helpers (a lab host's 12 verify scripts: 12 compiles of the helpers, 0.9 ms
+    each, and 6 KB each of the batch)."""
     modules = sorted(set().union(*(imported(source) for _, _, source in scripts)))
-    helpers = helpers_source()
-    first = prelude(helpers)
+    first = prelude(helpers_source())
     entries = [[i, args, "\n" + source[len(first):], True] if source.startswith(first) else [i, args, source, False]
                for i, args, source in scripts]
     payload = base64.b64encode(zlib.compress(json.dumps(
-        {"modules": modules, "helpers": helpers, "prelude": first, "scripts": entries}).encode(), 9)).decode()
+        {"modules": modules, "scripts": entries}).encode(), 9)).decode()
     return python_script("run_scripts", mark, payload, python=python)
 
 

@@ -1,12 +1,12 @@
 """Run on a host by the verify suite's batch (verify/prefetch.py): several host scripts, each as
 `python3 - ARGS <<'LLMFLEET_EOF'` would run it, in one interpreter instead of one each.
 
-argv: the batch's mark, and the scripts (base64 of zlib of JSON: {"modules": [...], "helpers":
-_helpers.py's source, "prelude": python_script's line that makes it the module _helpers,
-"scripts": [[i, [args], source, whether the prelude was taken off], ...]}). The standard-library
-modules named in "modules" (what the scripts import) are imported once here, and the helpers made
-the module _helpers once (a script sent without its prelude has them as its prelude would have
-made them; one sent with its own, or none, has what it makes); then each script runs in a child of
+argv: the batch's mark, and the scripts (base64 of zlib of JSON: {"modules": [...], "scripts":
+[[i, [args], source, whether python_script's prelude was taken off], ...]}). This runner is itself
+a python_script, so its own prelude made the module _helpers before it started: a script sent
+without its prelude has them as its prelude would have made them, and one sent with its own, or
+none, has what it makes. The standard-library modules named in "modules" (what the scripts
+import) are imported once here; then each script runs in a child of
 this process (fork), so each has a process of its own as it would have had: standard input empty,
 its standard output and error in files, sys.argv ["-", *args], its own `__main__`, and an exit as
 Python's own (SystemExit's code or message, a traceback and 1 for an exception, atexit handlers
@@ -38,16 +38,16 @@ import tempfile
 import types
 import zlib
 
+HELPERS = "_helpers"  # made by this runner's own prelude (llmfleet.remote.python_script)
+
 
 def child(args, source, out, err, with_helpers):
     """The script in this (forked) process; never returns: it ends as `python3 -` would end."""
     os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
     os.dup2(os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), 1)
     os.dup2(os.open(err, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), 2)
-    if with_helpers and HELPERS not in sys.modules:  # the parent could not make them: as python_script gave it
-        source = batch["prelude"] + source[1:]
-    elif not with_helpers:
-        sys.modules.pop(HELPERS, None)  # a script that did not make them has none
+    if not with_helpers:
+        sys.modules.pop(HELPERS, None)  # a script that did not make them has none, or makes its own
     main = types.ModuleType("__main__")
     sys.modules["__main__"] = main
     sys.argv = ["-", *args]
@@ -116,12 +116,6 @@ for name in batch["modules"]:
             __import__(name)
         except Exception:  # noqa: BLE001 - the script's own import will say so
             pass
-HELPERS = "_helpers"
-try:  # the helpers' module, once for every script that had python_script's prelude (sent without it)
-    sys.modules[HELPERS] = types.ModuleType(HELPERS)
-    exec(compile(batch["helpers"], HELPERS + ".py", "exec"), sys.modules[HELPERS].__dict__)
-except Exception:  # noqa: BLE001 - each script then makes them itself, and says what fails, as alone
-    sys.modules.pop(HELPERS, None)
 parent = os.getpid()
 folder = tempfile.mkdtemp(prefix="llmfleet-scripts-")  # 0700
 try:
