@@ -300,7 +300,7 @@ gpu_profiles["h200_141gb_x2"] = gpu_profiles["h200_141gb_x1"] | {
     # NVLink without an NVSwitch on the VM's bus (the host's Fabric Manager, if any, is outside the VM);
     # the GPU fabric state there was not recorded
     "gpu_fabric": None,
-    "source": "NVML, nvidia-smi topo -m and llmfleet/remote/gpu_allreduce.py on the lent 2 x H200, 2026-11-29",
+    "source": "NVML, nvidia-smi topo -m and the all-reduce check on the lent 2 x H200, 2026-11-29",
 }
 # Four H200s as the `device` tool lends them (nvidia-h200-x4), measured there on 2026-11-29 in
 # the same way: every pair NV18 (NVSwitch), NUMA Affinity 0, peer access every way (64 MiB
@@ -311,7 +311,7 @@ gpu_profiles["h200_141gb_x4"] = gpu_profiles["h200_141gb_x2"] | {
     "nvlink_pairs": {"0-1": 18, "0-2": 18, "0-3": 18, "1-2": 18, "1-3": 18, "2-3": 18},
     "gpu_numa_nodes": [0, 0, 0, 0],
     "allreduce_min_busbw_gbs": {64: 240.0, 256: 270.0, 1024: 280.0},
-    "source": "NVML, nvidia-smi topo -m and llmfleet/remote/gpu_allreduce.py on the lent 4 x H200, 2026-11-29",
+    "source": "NVML, nvidia-smi topo -m and the all-reduce check on the lent 4 x H200, 2026-11-29",
 }
 
 # The other GPU generations of the fleet: HGX A100, A100 PCIe, HGX H100 / H800 / H200 and RTX 4090.
@@ -487,7 +487,7 @@ gpu_profiles["rtx4090_24gb"] = {
     "source": "docs/gpu-generations-sources.md (GeForce RTX 4090)",
 }
 
-# The all-reduce of the interconnect check (llmfleet/remote/gpu_allreduce.py): one process per GPU,
+# The all-reduce of the interconnect check (llmfleet/remote/gpu_interconnect_allreduce.py): one process per GPU,
 # PyTorch distributed over NCCL, at each size (MiB) WARMUP then ITERS operations timed; the run is
 # stopped after TIMEOUT seconds. The largest size is allocated on every GPU once (plus a quarter
 # of it for the check): on a host already serving, that much must be free.
@@ -514,7 +514,7 @@ gpu_burnin_sample_interval_s = 5
 # shapes); a throttled or degraded card falls below 0.6. [the H200 measured figure: README, "GPUs"]
 gpu_burnin_min_tflops_fraction = 0.6
 gpu_burnin_max_temperature_c = 85  # as gpu_alerts.temperature_c: a card that reaches it under load pages later
-# The CUDA smoke test of verify (llmfleet/remote/gpu_smoke.py, every GPU at once, the vLLM
+# The CUDA smoke test of verify (llmfleet/remote/gpu_health_smoke.py, every GPU at once, the vLLM
 # environment's PyTorch): allocate, copy, multiply known matrices, compare. A GPU that does not
 # answer within this many seconds fails (a hung GPU).
 gpu_smoke_timeout_s = 120

@@ -196,8 +196,8 @@ def layout_cmd(inventory: str, limit: tuple[str, ...], data: tuple[str, ...]) ->
     """What each serving host's layout resolves to (instances, GPUs, parallel sizes, NUMA nodes,
     ports), and the path its quantization and fp8 KV cache take on its GPUs, checked as the deploy
     checks it, without touching any host. Exit 1: a host's data is refused (each problem with its fix)."""
-    from llmfleet import layout
-    from llmfleet.gpu import precision_paths
+    from llmfleet import vllm_layout
+    from llmfleet.gpu_guardrails import precision_paths
     from llmfleet.inventory import read as read_inventory
     from llmfleet.settings import SettingsError, validate
 
@@ -214,7 +214,7 @@ def layout_cmd(inventory: str, limit: tuple[str, ...], data: tuple[str, ...]) ->
         profile = settings.gpu_profiles.get(settings.gpu_profile) if settings.gpu_profile else None
         for path in precision_paths(settings):  # the kernels its quantization and fp8 KV cache get
             wide.print(f"{h['name']}: {path}", highlight=False)
-        instances = layout.instances(settings)
+        instances = vllm_layout.instances(settings)
         if instances is None:
             tp = settings.vllm_flags.get("tensor-parallel-size", 1)
             wide.print(f"{h['name']}: no layout: vllm.service on port {settings.vllm_port}, all "
@@ -225,7 +225,7 @@ def layout_cmd(inventory: str, limit: tuple[str, ...], data: tuple[str, ...]) ->
         for col in ("instance", "unit", "port", "GPUs", "TP x PP", "NUMA node", "memory per instance"):
             table.add_column(col)
         for inst in instances:
-            nodes = layout.numa_nodes_of(profile, inst.gpus)
+            nodes = vllm_layout.numa_nodes_of(profile, inst.gpus)
             memory = f"{len(inst.gpus) * profile.memory_mib / 1024:.0f} GiB" if profile else "-"
             table.add_row(inst.name, inst.unit_name, str(inst.port), ",".join(map(str, inst.gpus)) or "-",
                           f"{inst.tensor_parallel_size} x {inst.pipeline_parallel_size}",

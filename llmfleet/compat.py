@@ -239,7 +239,8 @@ def fp8_kv_cache_path(vllm_version: str, cc: float, kv_cache_dtype: str) -> tupl
 @dataclass(frozen=True)
 class Generation:
     """What NVIDIA supports for a GPU architecture: the driver flavours, the last driver branch and
-    CUDA major version. A GPU profile must stay inside its generation's row (llmfleet.gpu.profile_problems)."""
+    CUDA major version. A GPU profile must stay inside its generation's row
+    (llmfleet.gpu_guardrails.profile_problems)."""
 
     name: str
     cc_first: float  # compute capabilities of the architecture, first..last inclusive

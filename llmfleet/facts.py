@@ -80,7 +80,7 @@ class Preflight(FactBase[dict]):
     """OS and version, kernel, CPU sockets and NUMA nodes, PCI devices (class, vendor, device)."""
 
     def command(self) -> str:
-        return python_script("preflight")
+        return python_script("onboard_preflight")
 
     def process(self, output) -> dict:
         return json.loads("\n".join(output))
@@ -99,7 +99,7 @@ class NvidiaHost(FactBase[dict]):
     """
 
     def command(self) -> str:
-        return python_script("nvidia_host")
+        return python_script("nvidia_driver_host")
 
     def process(self, output) -> dict:
         return json.loads("\n".join(output))
@@ -137,11 +137,11 @@ class NumaNodes(FactBase[dict]):
 
 
 class PortHolders(FactBase[dict]):
-    """The processes listening on TCP ports (llmfleet/remote/port_holders.py; needs root to see
+    """The processes listening on TCP ports (llmfleet/remote/vllm_ports.py; needs root to see
     every process): {"<port>": [{"pid", "command", "unit"}]}, a port nobody listens on left out."""
 
     def command(self, ports: list[int]) -> str:
-        return python_script("port_holders", *(str(p) for p in ports))
+        return python_script("vllm_ports", *(str(p) for p in ports))
 
     def process(self, output) -> dict:
         return json.loads("\n".join(output))
@@ -183,7 +183,7 @@ class HardwareFingerprint(FactBase[dict]):
     compare it (llmfleet/audit/fingerprint.py)."""
 
     def command(self) -> str:
-        return python_script("hardware_fingerprint")
+        return python_script("audit_fingerprint")
 
     def process(self, output) -> dict:
         return json.loads("\n".join(output))
@@ -191,7 +191,7 @@ class HardwareFingerprint(FactBase[dict]):
 
 class ModelStorage(FactBase[dict]):
     """The speed of the filesystem that holds ``path`` (or its nearest existing parent), measured with fio
-    (llmfleet/remote/model_storage.py; judged by llmfleet/storage.py): {"seq_read", "rand_read", ...}, or
+    (llmfleet/remote/model_storage.py; judged by llmfleet/model_storage.py): {"seq_read", "rand_read", ...}, or
     {"error", "missing": "fio"} on a host without fio. Writes a test file of ``size_mib`` and removes it."""
 
     def command(self, path: str, size_mib: str, runtime_s: str) -> str:

@@ -29,9 +29,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 import yaml
-from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
-from llmfleet import compat, frontdoor, layout
+from llmfleet import compat, frontdoor, templates, vllm_layout
 from llmfleet.errors import InventoryError
 
 if TYPE_CHECKING:
@@ -39,7 +38,6 @@ if TYPE_CHECKING:
 
     from llmfleet.schema import Settings
 
-TEMPLATES = Path(__file__).resolve().parent.parent / "templates" / "monitoring"
 # what the vLLM alert rules watch (llmfleet/compat.py METRICS purposes)
 ALERT_METRICS = ("queue", "kv_cache", "http_requests", "e2e_latency")
 
@@ -143,6 +141,11 @@ def _labels(name: str, h: Host) -> dict[str, str]:
     return labels
 
 
+def _alert_for(settings: Settings, alert: str) -> str:
+    """The rules' `for:` of an alert (monitoring_alert_for), as a template filter."""
+    return settings.monitoring_alert_for[alert]
+
+
 def render(inventory: str, hosts: Mapping[str, tuple]) -> dict[str, str]:
     """hosts: {name: Host(settings, address[, group])} of every host. Returns {file name: content}."""
     fleet = {name: Host(*value) for name, value in hosts.items()}
@@ -162,7 +165,7 @@ def render(inventory: str, hosts: Mapping[str, tuple]) -> dict[str, str]:
             continue
         vllm_hosts[name] = h
         labels = base | {"vllm_version": s.vllm_version, "model": s.vllm_served_model_name}
-        instances = layout.instances(s)
+        instances = vllm_layout.instances(s)
         if instances is None:
             targets["vllm"].append({"targets": [f"{h.address}:{s.vllm_port}"], "labels": labels})
         else:  # each instance through the front door's metrics port (instances listen on the host only)
@@ -177,9 +180,7 @@ def render(inventory: str, hosts: Mapping[str, tuple]) -> dict[str, str]:
     if audit_at:  # the node exporter of the machine that runs the audits: its series carry their own host label
         targets[AUDIT_JOB].append({"targets": [audit_at], "labels": {}})
 
-    env = Environment(loader=FileSystemLoader(str(TEMPLATES)), undefined=StrictUndefined, trim_blocks=True,
-                      lstrip_blocks=True)
-    env.filters["for_"] = lambda settings, alert: settings.monitoring_alert_for[alert]
+    env = templates.environment("monitoring", keep_trailing_newline=False, for_=_alert_for)
     rules: dict[str, str] = {}
     if vllm_hosts:
         groups = []

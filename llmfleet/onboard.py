@@ -14,7 +14,7 @@ the command again continues where it stopped (``--restart`` starts over):
    DCGM's long diagnostic; the GPU burn-in), then the probe's check trial (verify/test_probe.py's),
    within the SLOs and, with a stored baseline for the host's group (``probe_baseline_file``),
    within its tolerance. Their figures are kept as the host's acceptance result
-   (<state dir>/hosts/<host>/acceptance.json, llmfleet/acceptance.py) that later runs
+   (<state dir>/hosts/<host>/acceptance.json, llmfleet/onboard_acceptance.py) that later runs
    (``--recheck``) and audits compare with.
 5. record: the hardware fingerprint (audits compare against it).
 6. audit: the host's first audit, which must be clean; only then is the host marked onboarded.
@@ -127,7 +127,7 @@ def install_fio(inventory: str, host: str, log=print) -> None:
 
 def preflight_checks(inventory: str, host: str, settings, log=print) -> tuple[list[str], dict]:
     """(problems, what is recorded) of the preflight facts of one host."""
-    from llmfleet import storage
+    from llmfleet import model_storage
 
     facts = _facts(inventory, host, settings)
     if facts["llmfleet.facts.ModelStorage"].get("missing") == "fio":
@@ -163,14 +163,14 @@ def preflight_checks(inventory: str, host: str, settings, log=print) -> tuple[li
                         "(fix: free space or a larger disk)")
     measured: dict | str
     try:
-        figures = storage.figures(facts["llmfleet.facts.ModelStorage"])
-    except storage.StorageError as exc:
+        figures = model_storage.figures(facts["llmfleet.facts.ModelStorage"])
+    except model_storage.StorageError as exc:
         problems.append(f"model storage (fio on vllm_models_dir {settings.vllm_models_dir}): expected measured, "
                         f"actual: {exc}")
         measured = str(exc)
     else:
         log(f"{host}: preflight: model storage: {figures.describe()}")
-        problems += storage.problems(figures, settings.storage_thresholds)
+        problems += model_storage.problems(figures, settings.storage_thresholds)
         measured = figures.as_dict()
     return problems, {"os": f"{pre['os']} {pre['os_version']}", "kernel": pre["kernel"], "gpus": len(gpus),
                       "disk_free_gib": round(disk["free"] / 1024 ** 3, 1), "model_storage": measured,
@@ -252,7 +252,7 @@ def measure(run: Run) -> tuple[dict, dict]:
 
 
 def acceptance(run: Run) -> dict:
-    from llmfleet import acceptance as kept
+    from llmfleet import onboard_acceptance as kept
 
     detail, result = measure(run)
     path = kept.record(run.state_dir, run.host, {"at": _now(), "figures": result})
@@ -262,7 +262,7 @@ def acceptance(run: Run) -> dict:
 def recheck(inventory: str, host: str, state_dir: Path, out_dir: Path, log=print) -> list:
     """The acceptance checks again on an onboarded host, kept beside its acceptance result (which stays)
     and compared with it: the differences beyond acceptance_tolerance (an empty list: as good as then)."""
-    from llmfleet import acceptance as kept
+    from llmfleet import onboard_acceptance as kept
 
     run = _run(inventory, host, state_dir, out_dir, log)
     before = kept.load(state_dir, host)

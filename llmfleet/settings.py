@@ -4,9 +4,9 @@ before any host is touched, with the host, the setting, the value and the fix in
 
 Where things live: what a valid value is (the schema: ``Settings``, its field types, the GPU
 profile types) is ``llmfleet/schema.py``; the checks across settings are here (the vLLM service,
-the probe, the interconnect) and in ``llmfleet/gpu.py`` (the GPU compatibility guardrails) and
-``llmfleet/vllm_service.py`` (vLLM options by version, from ``llmfleet/compat.py``'s table) and
-``llmfleet/layout.py`` (serving layouts).
+the probe, the interconnect) and in ``llmfleet/gpu_guardrails.py`` (the GPU compatibility guardrails) and
+``llmfleet/vllm.py`` (vLLM options by version, from ``llmfleet/compat.py``'s table) and
+``llmfleet/vllm_layout.py`` (serving layouts).
 The schema imports none of them; they import the schema.
 """
 
@@ -21,11 +21,11 @@ from typing import Any
 from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
-from llmfleet import layout, monitoring
-from llmfleet.gpu import guardrails
+from llmfleet import monitoring, vllm_layout
+from llmfleet.gpu_guardrails import guardrails
 from llmfleet.probe.config import consistency_problems, length_problems
 from llmfleet.schema import NOT_SETTINGS_PREFIXES, Settings, SettingsError
-from llmfleet.vllm_service import static_flag_problems
+from llmfleet.vllm import static_flag_problems
 
 
 @functools.cache
@@ -69,12 +69,12 @@ def validate(host_name: str, data: dict[str, Any]) -> Settings:
             for err in exc.errors():
                 problems.append(_describe(err, values))
         else:
-            # what the host's GPUs cannot run (llmfleet/gpu.py, from llmfleet/compat.py's table),
-            # what the vLLM service cannot be given (here and llmfleet/vllm_service.py), and the
+            # what the host's GPUs cannot run (llmfleet/gpu_guardrails.py, from llmfleet/compat.py's table),
+            # what the vLLM service cannot be given (here and llmfleet/vllm.py), and the
             # probe and interconnect settings that contradict each other, and the serving layout
-            # that cannot be served (llmfleet/layout.py)
+            # that cannot be served (llmfleet/vllm_layout.py)
             problems = (guardrails(settings) + service_problems(settings) + probe_problems(settings)
-                        + interconnect_problems(settings) + layout.problems(settings)
+                        + interconnect_problems(settings) + vllm_layout.problems(settings)
                         + monitoring.problems(settings))
             if not problems:
                 return settings

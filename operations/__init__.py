@@ -4,17 +4,9 @@ Each component reads its settings (validated, see llmfleet/settings.py), renders
 from ``templates/<component>/`` and is verified by ``verify/test_<component>.py``.
 """
 
-from pathlib import Path
-
 from pyinfra import host
 from pyinfra.facts.deb import DebPackages
 from pyinfra.operations import apt
-
-TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
-
-
-def template(component: str, name: str) -> str:
-    return str(TEMPLATES / component / name)
 
 
 def missing_packages(installed: dict[str, list[str]], packages: list[str]) -> list[str]:

@@ -4,9 +4,10 @@ from pyinfra import host
 from pyinfra.api import deploy
 from pyinfra.operations import files, systemd
 
+from llmfleet import templates
 from llmfleet.facts import IsContainer
 from llmfleet.settings import Settings
-from operations import apt_installed, template
+from operations import apt_installed
 
 CONF = "/etc/chrony/chrony.conf"
 CONTAINER_DROPIN = "/etc/systemd/system/chrony.service.d/90-llmfleet-container.conf"
@@ -18,7 +19,7 @@ def configure(settings: Settings):
     # install
     apt_installed("chrony is installed", ["chrony"], settings.apt_cache_valid_s, no_recommends=True)
     # configure
-    conf = files.template(name="chrony uses the configured servers", src=template("chrony", "chrony.conf.j2"),
+    conf = files.template(name="chrony uses the configured servers", src=templates.path("chrony", "chrony.conf.j2"),
                           dest=CONF, mode="644", servers=list(settings.chrony_servers))
     container = host.get_fact(IsContainer)
     if container:
@@ -27,7 +28,7 @@ def configure(settings: Settings):
     files.directory(name="chrony unit drop-in folder", path="/etc/systemd/system/chrony.service.d",
                     present=bool(container), force=True)
     dropin = files.template(name="chrony runs without clock control on a container host",
-                            src=template("chrony", "90-llmfleet-container.conf.j2"), dest=CONTAINER_DROPIN,
+                            src=templates.path("chrony", "90-llmfleet-container.conf.j2"), dest=CONTAINER_DROPIN,
                             mode="644") if container else None
     # activate: systemd reads a changed drop-in, and one restart when anything changed
     dropin_changed = dropin is not None and dropin.will_change

@@ -4,9 +4,9 @@ from pyinfra import host
 from pyinfra.api import deploy
 from pyinfra.operations import files, systemd
 
+from llmfleet import templates
 from llmfleet.facts import SysfsValues
 from llmfleet.settings import Settings
-from operations import template
 
 CPU0 = "/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor"
 UNIT = "llmfleet-cpu-governor.service"
@@ -22,7 +22,7 @@ def configure(settings: Settings):
         host.noop(f"cpu_governor: not applied: this host exposes no cpufreq ({CPU0} is missing; "
                   "VMs and containers usually have none)")
         return
-    unit = files.template(name="boot unit sets the CPU governor", src=template("cpu_governor", UNIT + ".j2"),
+    unit = files.template(name="boot unit sets the CPU governor", src=templates.path("cpu_governor", UNIT + ".j2"),
                           dest=f"/etc/systemd/system/{UNIT}", mode="644", governor=settings.cpu_governor)
     systemd.service(name="governor unit enabled and run", service=UNIT, enabled=True, running=True,
                     restarted=unit.will_change, daemon_reload=unit.will_change)

@@ -3,7 +3,7 @@ dcgm-exporter (nvidia-dcgm-exporter.service) with group data's counters, both fr
 repository (configured by nvidia_driver) pinned and held like the driver; dcgm-exporter from its
 release archive (a URL in group data, checked by sha256) where the repository has no package.
 Nothing on a host without an NVIDIA GPU, and the output says why (install, configure, activate).
-What it renders: llmfleet/telemetry.py. Facts: ../shared/facts/gpu-generations.md section 3."""
+What it renders: llmfleet/dcgm_exporter.py. Facts: ../shared/facts/gpu-generations.md section 3."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from pyinfra.api import StringCommand, deploy, operation
 from pyinfra.facts.files import Directory
 from pyinfra.operations import files, systemd
 
-from llmfleet import telemetry
+from llmfleet import dcgm_exporter
 from llmfleet.settings import Settings
 from operations.nvidia_driver import installed, skipped
 
@@ -34,7 +34,7 @@ def unpacked(archive: str, dest: str):
         return
     tmp = shlex.quote(dest + ".tmp")
     yield StringCommand(f"rm -rf {tmp} && mkdir -p {tmp} && tar -xzf {shlex.quote(archive)} -C {tmp} "
-                        f"--strip-components=1 && test -x {tmp}{telemetry.EXPORTER_PACKAGE_BINARY} && "
+                        f"--strip-components=1 && test -x {tmp}{dcgm_exporter.EXPORTER_PACKAGE_BINARY} && "
                         f"mv {tmp} {shlex.quote(dest)}")
 
 
@@ -45,26 +45,27 @@ def install(settings: Settings):
     if skipped(settings, "dcgm_exporter"):
         return
     # install: DCGM (and the exporter, where it is NVIDIA's package), exact versions, held
-    packages = installed(name=f"DCGM {settings.dcgm_version}", packages=telemetry.dcgm_packages(settings),
+    packages = installed(name=f"DCGM {settings.dcgm_version}", packages=dcgm_exporter.dcgm_packages(settings),
                          label="dcgm_exporter")
     archive = settings.dcgm_exporter_archive
     unpack = None
     if settings.dcgm_exporter_package is None and archive is not None:
-        cached = f"{telemetry.EXPORTER_ARCHIVE_CACHE}/{archive.url.rsplit('/', 1)[-1]}"
-        files.directory(name="download folder", path=telemetry.EXPORTER_ARCHIVE_CACHE)
+        cached = f"{dcgm_exporter.EXPORTER_ARCHIVE_CACHE}/{archive.url.rsplit('/', 1)[-1]}"
+        files.directory(name="download folder", path=dcgm_exporter.EXPORTER_ARCHIVE_CACHE)
         files.download(name=f"dcgm-exporter {archive.version} release archive", src=archive.url, dest=cached,
                        sha256sum=archive.sha256)
         unpack = unpacked(name=f"dcgm-exporter {archive.version} unpacked", archive=cached,
-                          dest=f"{telemetry.EXPORTER_ARCHIVE_ROOT}/{archive.version}")
+                          dest=f"{dcgm_exporter.EXPORTER_ARCHIVE_ROOT}/{archive.version}")
     # configure
     files.directory(name="dcgm-exporter folder", path="/etc/dcgm-exporter")
     counters = files.put(name="dcgm-exporter counters (dcgm_exporter_counters)",
-                         src=StringIO(telemetry.counters_csv(settings)), dest=telemetry.EXPORTER_COUNTERS, mode="644")
-    unit = files.put(name="dcgm-exporter unit", src=StringIO(telemetry.exporter_unit(settings)),
-                     dest=telemetry.EXPORTER_UNIT_PATH, mode="644")
+                         src=StringIO(dcgm_exporter.counters_csv(settings)), dest=dcgm_exporter.EXPORTER_COUNTERS,
+                         mode="644")
+    unit = files.put(name="dcgm-exporter unit", src=StringIO(dcgm_exporter.exporter_unit(settings)),
+                     dest=dcgm_exporter.EXPORTER_UNIT_PATH, mode="644")
     # activate
-    systemd.service(name="DCGM host engine is enabled and running", service=telemetry.DCGM_SERVICE, running=True,
+    systemd.service(name="DCGM host engine is enabled and running", service=dcgm_exporter.DCGM_SERVICE, running=True,
                     enabled=True, restarted=packages.will_change)
     changed = any(op is not None and op.will_change for op in (packages, unpack, counters, unit))
-    systemd.service(name="dcgm-exporter is enabled and running", service=telemetry.EXPORTER_SERVICE, running=True,
+    systemd.service(name="dcgm-exporter is enabled and running", service=dcgm_exporter.EXPORTER_SERVICE, running=True,
                     enabled=True, restarted=changed, daemon_reload=unit.will_change)

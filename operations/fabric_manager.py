@@ -17,7 +17,7 @@ from pyinfra.operations import systemd
 
 from llmfleet import fabric_manager as fm
 from llmfleet.facts import NvidiaHost
-from llmfleet.gpu import profile_of
+from llmfleet.gpu_guardrails import profile_of
 from llmfleet.settings import Settings
 from operations.nvidia_driver import say, skipped
 

@@ -13,7 +13,7 @@ from pyinfra import host
 from pyinfra.api import deploy
 from pyinfra.operations import files, server, systemd
 
-from llmfleet import frontdoor, layout
+from llmfleet import frontdoor, vllm_layout
 from llmfleet.remote import python_script
 from llmfleet.settings import Settings
 from operations import apt_installed
@@ -22,7 +22,7 @@ from operations import apt_installed
 @deploy("frontdoor")
 def configure(settings: Settings):
     """The front door, on a serving host with a layout; none without one."""
-    if not settings.vllm_enabled or layout.instances(settings) is None:
+    if not settings.vllm_enabled or vllm_layout.instances(settings) is None:
         host.noop("frontdoor: no vllm_layout on this host: clients reach vllm.service on vllm_port itself")
         return
     # install

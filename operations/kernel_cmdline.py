@@ -11,9 +11,9 @@ from pyinfra.facts.files import FileContents
 from pyinfra.facts.server import Which
 from pyinfra.operations import files, server
 
+from llmfleet import templates
 from llmfleet.facts import IsContainer
 from llmfleet.settings import Settings
-from operations import template
 
 GRUB_DROPIN = "/etc/default/grub.d/90-llmfleet.cfg"
 CONTAINER_REASON = ("not applied: a container host shares the kernel of the machine it runs on "
@@ -46,7 +46,7 @@ def configure(settings: Settings):
             "this host lacks: install grub2-common (Debian/Ubuntu hosts booting through grub)")
     dropin = files.template(
         name="grub drop-in carries the kernel parameters",
-        src=template("kernel_cmdline", "90-llmfleet.cfg.j2"),
+        src=templates.path("kernel_cmdline", "90-llmfleet.cfg.j2"),
         dest=GRUB_DROPIN,
         mode="644",
         user="root",

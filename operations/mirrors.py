@@ -3,8 +3,8 @@
 from pyinfra.api import deploy
 from pyinfra.operations import files
 
+from llmfleet import templates
 from llmfleet.settings import Settings
-from operations import template
 
 APT_PROXY_FILE = "/etc/apt/apt.conf.d/01llmfleet-proxy"
 APT_ACQUIRE_FILE = "/etc/apt/apt.conf.d/80llmfleet-acquire"
@@ -18,7 +18,7 @@ def configure(settings: Settings):
     if settings.apt_proxy:
         files.template(
             name="apt uses the configured proxy",
-            src=template("mirrors", "apt-proxy.conf.j2"),
+            src=templates.path("mirrors", "apt-proxy.conf.j2"),
             dest=APT_PROXY_FILE,
             mode="644",
             user="root",
@@ -29,7 +29,7 @@ def configure(settings: Settings):
         files.file(name="no apt proxy drop-in", path=APT_PROXY_FILE, present=False)
     files.template(
         name="apt's downloads are bounded (timeout, retries, pipelining); it waits for the dpkg lock",
-        src=template("mirrors", "apt-acquire.conf.j2"),
+        src=templates.path("mirrors", "apt-acquire.conf.j2"),
         dest=APT_ACQUIRE_FILE,
         mode="644",
         user="root",
@@ -41,7 +41,7 @@ def configure(settings: Settings):
     )
     files.template(
         name="pip uses the configured index and wheel folders",
-        src=template("mirrors", "pip.conf.j2"),
+        src=templates.path("mirrors", "pip.conf.j2"),
         dest=PIP_CONF,
         mode="644",
         user="root",

@@ -5,9 +5,9 @@ from pyinfra.api import deploy
 from pyinfra.facts.server import KernelModules, Which
 from pyinfra.operations import files, server
 
+from llmfleet import templates
 from llmfleet.facts import IsContainer
 from llmfleet.settings import Settings
-from operations import template
 
 BLACKLIST = "/etc/modprobe.d/90-llmfleet-blacklist.conf"
 
@@ -16,7 +16,7 @@ BLACKLIST = "/etc/modprobe.d/90-llmfleet-blacklist.conf"
 def configure(settings: Settings):
     """Blacklist `module_blacklist` (also for explicit loads) and unload those loaded."""
     blacklist = files.template(name="modprobe blacklist",
-                               src=template("module_blacklist", "90-llmfleet-blacklist.conf.j2"),
+                               src=templates.path("module_blacklist", "90-llmfleet-blacklist.conf.j2"),
                                dest=BLACKLIST, mode="644", modules=sorted(settings.module_blacklist))
     if host.get_fact(IsContainer):
         host.noop("module_blacklist: unloading not applied: a container host shares the machine's kernel "

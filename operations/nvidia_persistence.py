@@ -8,8 +8,8 @@ persistence mode, and the daemon is enabled and running (restarted once when the
 from pyinfra.api import deploy
 from pyinfra.operations import files, systemd
 
+from llmfleet import templates
 from llmfleet.settings import Settings
-from operations import template
 from operations.nvidia_driver import skipped
 
 UNIT = "nvidia-persistenced.service"
@@ -23,7 +23,7 @@ def configure(settings: Settings):
         return
     files.directory(name="persistenced drop-in folder", path=DROPIN_DIR)
     dropin = files.template(name="persistenced enables persistence mode",
-                            src=template("nvidia_persistence", "90-llmfleet.conf.j2"),
+                            src=templates.path("nvidia_persistence", "90-llmfleet.conf.j2"),
                             dest=f"{DROPIN_DIR}/90-llmfleet.conf", mode="644")
     systemd.service(name="nvidia-persistenced enabled and running", service=UNIT, running=True, enabled=True,
                     restarted=dropin.will_change, daemon_reload=dropin.will_change)

@@ -5,9 +5,10 @@ from pyinfra.api import deploy
 from pyinfra.api.exceptions import OperationValueError
 from pyinfra.operations import files
 
+from llmfleet import templates
 from llmfleet.facts import SysfsValues
 from llmfleet.settings import Settings
-from operations import sysfs, template
+from operations import sysfs
 
 DROPIN = "/etc/sysctl.d/90-llmfleet.conf"
 
@@ -35,7 +36,7 @@ def check_names(settings: Settings) -> None:
 def configure(settings: Settings):
     """Persist `sysctls` in a drop-in and set each one now where the host lets it be set."""
     check_names(settings)
-    files.template(name="sysctl drop-in", src=template("sysctls", "90-llmfleet.conf.j2"), dest=DROPIN,
+    files.template(name="sysctl drop-in", src=templates.path("sysctls", "90-llmfleet.conf.j2"), dest=DROPIN,
                    mode="644", sysctls={k: as_text(v) for k, v in sorted(settings.sysctls.items())})
     for name, value in sorted(settings.sysctls.items()):
         sysfs.value(name=f"sysctl {name} = {as_text(value)} now", path=proc_path(name), wanted=as_text(value),

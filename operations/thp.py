@@ -3,8 +3,9 @@
 from pyinfra.api import deploy
 from pyinfra.operations import files, systemd
 
+from llmfleet import templates
 from llmfleet.settings import Settings
-from operations import sysfs, template
+from operations import sysfs
 
 ENABLED = "/sys/kernel/mm/transparent_hugepage/enabled"
 DEFRAG = "/sys/kernel/mm/transparent_hugepage/defrag"
@@ -16,7 +17,7 @@ def configure(settings: Settings):
     """Set `thp_enabled` and `thp_defrag` in sysfs and install a boot unit that sets them again."""
     unit = files.template(
         name="boot unit sets transparent huge pages",
-        src=template("thp", UNIT + ".j2"),
+        src=templates.path("thp", UNIT + ".j2"),
         dest=f"/etc/systemd/system/{UNIT}",
         mode="644",
         enabled=settings.thp_enabled,

@@ -49,10 +49,9 @@ from pyinfra.api import (
 from pyinfra.facts.files import File
 from pyinfra.operations import files, server, systemd
 
-from llmfleet import frontdoor, layout, roll
-from llmfleet import vllm_service as vllm
+from llmfleet import frontdoor, roll, vllm, vllm_layout
 from llmfleet.facts import NumaNodes, PortHolders, VllmEnvironment, VllmFlags, VllmState, python_script
-from llmfleet.gpu import precision_paths, profile_of
+from llmfleet.gpu_guardrails import precision_paths, profile_of
 from llmfleet.schema import VllmInstance
 from llmfleet.settings import Settings
 
@@ -288,7 +287,7 @@ _FLAG_ANSWERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 def checked_args(settings: Settings) -> list[str]:
     """The arguments the flag check gives the host's parser: the server's, or in a layout its
     first instance's (the instances differ only in port and parallel sizes)."""
-    instances = layout.instances(settings)
+    instances = vllm_layout.instances(settings)
     return vllm.server_args(settings, instances[0] if instances else None)
 
 
@@ -525,8 +524,8 @@ def staged_link(link: str, target: str):
 def _ports_checked(settings: Settings) -> None:
     """Before a start or restart: a port the deploy is to listen on that another process holds
     stops the host, before anything on it changes."""
-    ports = sorted(layout.port_owners(settings))
-    problems = layout.held_port_problems(settings, host.get_fact(PortHolders, ports=ports))
+    ports = sorted(vllm_layout.port_owners(settings))
+    problems = vllm_layout.held_port_problems(settings, host.get_fact(PortHolders, ports=ports))
     for problem in problems:
         host.log_styled(f"Error: {problem}", fg="red", log_func=logger.error)
     if problems:
@@ -560,10 +559,10 @@ def serve(settings: Settings, gpu: bool):
             systemd.service(name="vllm: stopped and disabled (vllm_enabled is False)", service=vllm.UNIT_NAME,
                             running=False, enabled=False)
         return
-    if gpu:  # which kernels the quantization and an fp8 KV cache get on these GPUs (llmfleet/gpu.py)
+    if gpu:  # which kernels the quantization and an fp8 KV cache get on these GPUs (llmfleet/gpu_guardrails.py)
         for path in precision_paths(settings):
             host.log_styled(f"vllm: {path}", log_func=logger.info)
-    instances = layout.instances(settings)
+    instances = vllm_layout.instances(settings)
     state = host.get_fact(VllmState, paths=_paths(settings, instances))
     if not state["model_ready"] and urlparse(vllm.model(settings).source).scheme == "file":
         local_model_files(settings)  # a wrong pin or a damaged model stops the deploy before any change
@@ -620,12 +619,13 @@ def serve(settings: Settings, gpu: bool):
 def unit_texts(settings: Settings, gpu: bool, instances: list[VllmInstance], node_cpus: dict) -> dict[str, str]:
     """Each instance's rendered unit, by unit name, bound to its NUMA node (fact NumaNodes)."""
     profile = profile_of(settings)
-    return {i.unit_name: vllm.render_unit(settings, gpu, i, layout.binding(i, profile, node_cpus)) for i in instances}
+    return {i.unit_name: vllm.render_unit(settings, gpu, i, vllm_layout.binding(i, profile, node_cpus))
+            for i in instances}
 
 
 def _serve_layout(settings: Settings, gpu: bool, state: dict, env: dict, instances: list[VllmInstance]) -> None:
     node_cpus = host.get_fact(NumaNodes)
-    problems = layout.binding_problems(host.name, instances, node_cpus)
+    problems = vllm_layout.binding_problems(host.name, instances, node_cpus)
     if problems:
         raise OperationValueError(f"host {host.name}: " + "; ".join(problems) + "; nothing was changed")
     texts = unit_texts(settings, gpu, instances, node_cpus)
@@ -764,7 +764,7 @@ def _roll_layout(state, host, settings: Settings, units: list[str], dropped: lis
     """The layout's units, switched already (no restart): a move from vllm.service stops it first
     (its GPUs are the instances'), then every instance starts; otherwise, with the front door
     serving the other instances, one at a time. Dropped instances go last, drained first."""
-    instances = {i.unit_name: i for i in layout.instances(settings) or []}
+    instances = {i.unit_name: i for i in vllm_layout.instances(settings) or []}
     if single:
         _run(host, f"systemctl stop {vllm.UNIT_NAME}")
     serving = not single and any(_run(host, f"systemctl is-active -q {u}")[0] for u in instances)
@@ -796,7 +796,7 @@ def _roll_layout(state, host, settings: Settings, units: list[str], dropped: lis
 def _back_layout(state, host, settings: Settings, single: bool, outcome: dict) -> bool:
     """After the switch back: what was rolled restarts on what it served before (one at a time
     behind the front door), or vllm.service serves again after a move that failed."""
-    instances = {i.unit_name: i for i in layout.instances(settings) or []}
+    instances = {i.unit_name: i for i in vllm_layout.instances(settings) or []}
     rolled = outcome.get("rolled", [])
     if single:  # the instances were stopped and disabled before their units were switched back
         _run(host, f"systemctl start {vllm.UNIT_NAME}")

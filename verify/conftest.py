@@ -127,7 +127,7 @@ def is_container(host) -> bool:
 def gpu_profile(settings):
     """The host's GPU profile; a host whose data says it has no GPU skips the GPU checks (and
     test_gpu_health.py::test_no_unexpected_gpu proves it has none)."""
-    from llmfleet.gpu import profile_of
+    from llmfleet.gpu_guardrails import profile_of
 
     profile = profile_of(settings)
     if profile is None:

@@ -8,24 +8,25 @@ import hashlib
 
 import pytest
 
-from llmfleet import frontdoor, layout, vllm_service
+from llmfleet import frontdoor, vllm, vllm_layout
 from verify.helpers import expect, read_files, run_remote
 
 
 @pytest.fixture(scope="module")
 def door(host, settings) -> dict:
-    if not settings.vllm_enabled or layout.instances(settings) is None:
+    if not settings.vllm_enabled or vllm_layout.instances(settings) is None:
         pytest.skip("no vllm_layout on this host: no front door, clients reach vllm.service itself")
     shown = host.run("systemctl show -p ActiveState -p UnitFileState %s", frontdoor.SERVICE)
     props = dict(line.split("=", 1) for line in shown.stdout.splitlines() if "=" in line)
-    key = vllm_service.API_KEY_FILE if settings.vllm_api_key_file else "-"
+    key = vllm.API_KEY_FILE if settings.vllm_api_key_file else "-"
     return {"props": props, "config": read_files(host, frontdoor.CONFIG_PATH)[frontdoor.CONFIG_PATH],
             "stats": run_remote(host, "frontdoor_admin", "state", frontdoor.ADMIN_SOCKET, frontdoor.BACKEND),
             "probe": run_remote(host, "vllm_probe", str(settings.vllm_port), settings.vllm_served_model_name, key),
             "metrics": run_remote(host, "vllm_probe", str(settings.vllm_frontdoor_metrics_port),
                                   settings.vllm_served_model_name, "-"),
             "routes": {i.name: run_remote(host, "vllm_probe", str(settings.vllm_port), settings.vllm_served_model_name,
-                                          key, frontdoor.instance_path(i.name)) for i in layout.instances(settings)}}
+                                          key, frontdoor.instance_path(i.name))
+                       for i in vllm_layout.instances(settings)}}
 
 
 def test_frontdoor_active_and_enabled(host_name, door):
@@ -44,7 +45,8 @@ def test_frontdoor_configuration_is_the_rendered_one(host_name, settings, door):
 def test_every_instance_is_up_in_the_frontdoor(host_name, settings, door):
     stats = door["stats"]
     expect(host_name, "front door runtime API", "", stats["why"])
-    expect(host_name, f"backend {frontdoor.BACKEND}: server status", {i.name: "UP" for i in layout.instances(settings)},
+    expect(host_name, f"backend {frontdoor.BACKEND}: server status",
+           {i.name: "UP" for i in vllm_layout.instances(settings)},
            {name: s["status"] for name, s in stats["servers"].items()})
 
 

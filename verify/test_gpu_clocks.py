@@ -1,6 +1,6 @@
 """gpu_clocks: every GPU runs the configured application clocks (memory, graphics)."""
 
-from llmfleet.gpu import app_clocks
+from llmfleet.gpu_guardrails import app_clocks
 from verify.helpers import expect_each
 
 

@@ -2,8 +2,9 @@
 that catch a card in an x8 slot, NVLink down, ECC trouble, Xid errors, and a PyTorch without
 kernels for the GPU. Each failure names host, GPU index, expected and actual."""
 
-from llmfleet import burnin
-from llmfleet.gpu import kernels_that_run, profile_of
+from llmfleet import gpu_health
+from llmfleet.gpu_guardrails import profile_of
+from llmfleet.gpu_health import kernels_that_run
 from verify.helpers import expect, expect_each, read_files, run_remote
 
 
@@ -98,7 +99,7 @@ def test_torch_has_kernels_for_the_gpu(host_name, settings, gpu_profile, gpu_sta
     torch = gpu_state["torch"]
     assert "error" not in torch, (f"{host_name}: PyTorch in {settings.vllm_venv}: expected importable, "
                                   f"actual: {torch['error']}")
-    # a cubin of the same major and a lower minor runs too (sm_86 on an RTX 4090's 8.9): llmfleet.gpu
+    # a cubin of the same major and a lower minor runs too (sm_86 on an RTX 4090's 8.9): llmfleet.gpu_guardrails
     assert kernels_that_run(torch["arch_list"], gpu_profile.compute_capability), (
         f"{host_name}: PyTorch {torch['version']} in {settings.vllm_venv}: expected kernels that run on "
         f"{gpu_profile.arch} ({gpu_profile.model_name}: a cubin of its major version at or below its minor, or "
@@ -106,13 +107,14 @@ def test_torch_has_kernels_for_the_gpu(host_name, settings, gpu_profile, gpu_sta
 
 
 def test_cuda_computes_on_every_gpu(host, host_name, settings, gpu_profile, gpu_state, record_property):
-    """The CUDA smoke test (llmfleet/remote/gpu_smoke.py, the vLLM environment's PyTorch, every GPU at
+    """The CUDA smoke test (llmfleet/remote/gpu_health_smoke.py, the vLLM environment's PyTorch, every GPU at
     once): allocate and copy 256 MiB, multiply known matrices in FP32 and FP16, compare with the known
     result. A GPU that NVML lists but CUDA cannot use fails here by name (NVIDIA/gpu-operator#2685, #2781:
     a validator that reported ready while CUDA could not run)."""
-    smoke = run_remote(host, "gpu_smoke", str(settings.gpu_smoke_timeout_s), python=f"{settings.vllm_venv}/bin/python3")
+    smoke = run_remote(host, "gpu_health_smoke", str(settings.gpu_smoke_timeout_s),
+                       python=f"{settings.vllm_venv}/bin/python3")
     record_property("cuda_smoke", {str(g["index"]): g.get("checks") or g.get("error") for g in smoke.get("gpus", [])})
-    problems = burnin.smoke_problems(smoke, gpu_profile.count)
+    problems = gpu_health.smoke_problems(smoke, gpu_profile.count)
     assert not problems, "\n".join(f"{host_name} {p}" if p.startswith("GPU") else f"{host_name}: {p}"
                                    for p in problems)
 

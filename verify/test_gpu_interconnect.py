@@ -7,14 +7,14 @@ Onboarding acceptance (`llmfleet onboard` runs `-m interconnect`): the all-reduc
 for a minute and needs memory on each, so audits (`-m "not acceptance"`) skip these. Read-only:
 nothing is set on any GPU; NCCL_* variables the host sets stay in force.
 
-The pure logic (parsing `nvidia-smi topo -m`, the thresholds) is llmfleet/interconnect.py,
+The pure logic (parsing `nvidia-smi topo -m`, the thresholds) is llmfleet/gpu_interconnect.py,
 tested on the CPU; here the host is read: topology and peer access in one round trip, the
 all-reduce in another.
 """
 
 import pytest
 
-from llmfleet import interconnect
+from llmfleet import gpu_interconnect
 from verify.helpers import run_remote
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.onboarding, pytest.mark.interconnect]
@@ -38,16 +38,16 @@ def python(host, host_name, settings) -> str:
 
 @pytest.fixture(scope="module")
 def links(host, multi_gpu, python) -> dict:
-    return run_remote(host, "gpu_topology", python=python)
+    return run_remote(host, "gpu_interconnect_topology", python=python)
 
 
 @pytest.fixture(scope="module")
-def topology(host_name, links) -> interconnect.Topology:
+def topology(host_name, links) -> gpu_interconnect.Topology:
     if "error" in links["topo"]:
         pytest.fail(f"{host_name}: nvidia-smi topo -m: expected a matrix, actual: {links['topo']['error']}")
     try:
-        return interconnect.parse_topo(links["topo"]["text"])
-    except interconnect.TopologyError as exc:
+        return gpu_interconnect.parse_topo(links["topo"]["text"])
+    except gpu_interconnect.TopologyError as exc:
         pytest.fail(f"{host_name}: nvidia-smi topo -m: {exc}")
 
 
@@ -58,14 +58,14 @@ def _assert_none(host_name: str, what: str, problems: list[str]) -> None:
 def test_nvlink_topology(host_name, settings, multi_gpu, topology):
     """Every pair as the profile wires it: NV<links> for the NVLink pairs, a PCIe path for the rest."""
     _assert_none(host_name, f"gpu_profiles.{settings.gpu_profile}.nvlink_pairs",
-                 interconnect.topology_problems(multi_gpu, topology))
+                 gpu_interconnect.topology_problems(multi_gpu, topology))
 
 
 def test_numa_nodes(host_name, settings, multi_gpu, topology):
     if multi_gpu.gpu_numa_nodes is None:
         pytest.skip(f"gpu_profiles.{settings.gpu_profile}.gpu_numa_nodes is None: not checked")
     _assert_none(host_name, f"gpu_profiles.{settings.gpu_profile}.gpu_numa_nodes",
-                 interconnect.numa_problems(multi_gpu, topology))
+                 gpu_interconnect.numa_problems(multi_gpu, topology))
 
 
 def test_peer_to_peer(host_name, settings, multi_gpu, links):
@@ -74,13 +74,13 @@ def test_peer_to_peer(host_name, settings, multi_gpu, links):
     if "error" in links["p2p"]:
         pytest.fail(f"{host_name}: peer access: expected tested, actual: {links['p2p']['error']}")
     _assert_none(host_name, f"gpu_profiles.{settings.gpu_profile}.p2p = {multi_gpu.p2p}",
-                 interconnect.p2p_problems(multi_gpu, links["p2p"]))
+                 gpu_interconnect.p2p_problems(multi_gpu, links["p2p"]))
 
 
 @pytest.fixture(scope="module")
 def allreduce(host, settings, multi_gpu, python) -> dict:
     sizes = ",".join(str(s) for s in settings.gpu_allreduce_sizes_mib)
-    return run_remote(host, "gpu_allreduce", sizes, str(settings.gpu_allreduce_iters),
+    return run_remote(host, "gpu_interconnect_allreduce", sizes, str(settings.gpu_allreduce_iters),
                       str(settings.gpu_allreduce_warmup), str(settings.gpu_allreduce_timeout_s), python=python)
 
 
@@ -88,10 +88,10 @@ def test_allreduce(host_name, settings, multi_gpu, allreduce, record_property):
     """The right sum at every size; the profile's bus bandwidth where it sets one. The figures of
     every size are in the report (JUnit property) and in the failure message."""
     if "results" in allreduce:
-        figures = interconnect.describe_allreduce(allreduce)
+        figures = gpu_interconnect.describe_allreduce(allreduce)
         record_property("allreduce", figures)
         print(f"{host_name}: all-reduce over {allreduce['world']} GPUs (NCCL {allreduce.get('nccl')}):\n{figures}")
-    problems = interconnect.allreduce_problems(multi_gpu, allreduce)
-    detail = ("\n" + interconnect.describe_allreduce(allreduce)) if "results" in allreduce else ""
+    problems = gpu_interconnect.allreduce_problems(multi_gpu, allreduce)
+    detail = ("\n" + gpu_interconnect.describe_allreduce(allreduce)) if "results" in allreduce else ""
     assert not problems, "\n".join(f"{host_name}: gpu_profiles.{settings.gpu_profile}.allreduce_min_busbw_gbs: {p}"
                                    for p in problems) + detail

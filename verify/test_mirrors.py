@@ -69,7 +69,7 @@ def test_mirrors_answer(host, host_name, settings):
         checks.append(f"get {settings.pip_index_url}")
     if not checks:
         return
-    got = run_remote(host, "reach", *checks)
+    got = run_remote(host, "mirrors_reach", *checks)
     for check in checks:
         url = check.split(" ", 1)[1]
         expect(host_name, f"mirror {url} answers", 200, got[url])

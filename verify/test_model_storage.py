@@ -1,7 +1,7 @@
 """model_storage: the filesystem that holds vllm_models_dir reads as fast as the group's
 storage_thresholds ask, measured with fio (llmfleet/remote/model_storage.py: sequential 1 MiB reads,
 then 4 KiB random reads one at a time, on a test file of storage_fio_size_mib for storage_fio_runtime_s
-each, removed afterwards; llmfleet/storage.py judges the figures).
+each, removed afterwards; llmfleet/model_storage.py judges the figures).
 
 Onboarding runs it in its acceptance stage (`-m onboarding`; its preflight runs the same measurement
 before the deploy); audits skip it (`acceptance`): it writes a test file and loads the disk for
@@ -11,7 +11,7 @@ seconds. Between acceptances, each start of vLLM says how long its weights took 
 
 import pytest
 
-from llmfleet import storage
+from llmfleet import model_storage
 from verify.helpers import run_remote
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.onboarding, pytest.mark.storage]
@@ -25,11 +25,11 @@ def measured(host, settings) -> dict:
 
 def test_model_storage_speed(host_name, settings, measured, record_property):
     try:
-        figures = storage.figures(measured)
-    except storage.StorageError as exc:
+        figures = model_storage.figures(measured)
+    except model_storage.StorageError as exc:
         pytest.fail(f"{host_name}: model storage (fio on vllm_models_dir {settings.vllm_models_dir}): expected "
                     f"measured, actual: {exc}")
     record_property("model_storage", figures.as_dict())
     print(f"{host_name}: model storage: {figures.describe()}")
-    problems = storage.problems(figures, settings.storage_thresholds)
+    problems = model_storage.problems(figures, settings.storage_thresholds)
     assert not problems, "\n".join(f"{host_name}: {p}" for p in problems)

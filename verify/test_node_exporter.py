@@ -4,25 +4,26 @@ folder's free space), written by the active timer within the last few intervals.
 
 import json
 
-from llmfleet import telemetry
+from llmfleet import addresses, node_exporter
 from verify.helpers import expect, run_remote
 
-TIMER = f"{telemetry.HOST_METRICS_UNIT}.timer"
+TIMER = f"{node_exporter.HOST_METRICS_UNIT}.timer"
 
 
 def test_node_exporter_serves_llmfleet_host_metrics(host, host_name, settings):
     port = settings.host_service_ports["node_exporter"]
-    url = telemetry.local_url(settings.node_exporter_address, port, telemetry.NODE_EXPORTER_TEXTFILE_PATH)
-    metrics_file = f"{settings.node_exporter_textfile_dir}/{telemetry.HOST_METRICS_FILE}"
+    url = addresses.local_url(settings.node_exporter_address, port, node_exporter.NODE_EXPORTER_TEXTFILE_PATH)
+    metrics_file = f"{settings.node_exporter_textfile_dir}/{node_exporter.HOST_METRICS_FILE}"
     state = run_remote(host, "telemetry_state", json.dumps({
-        "units": [telemetry.NODE_EXPORTER_SERVICE, TIMER], "files": [telemetry.NODE_EXPORTER_DEFAULTS, metrics_file],
+        "units": [node_exporter.NODE_EXPORTER_SERVICE, TIMER],
+        "files": [node_exporter.NODE_EXPORTER_DEFAULTS, metrics_file],
         "scrape": url, "prefixes": ["llmfleet_", "node_textfile_scrape_error"]}))
     running = {"active": "active", "enabled": "enabled"}
     expect(host_name, "node exporter and host metrics units",
-           {telemetry.NODE_EXPORTER_SERVICE: running, TIMER: running}, state["units"])
-    defaults = state["files"][telemetry.NODE_EXPORTER_DEFAULTS]
-    expect(host_name, f"{telemetry.NODE_EXPORTER_DEFAULTS} (node_exporter_address, node_exporter_textfile_dir, "
-           "host_service_ports.node_exporter)", telemetry.node_exporter_defaults(settings),
+           {node_exporter.NODE_EXPORTER_SERVICE: running, TIMER: running}, state["units"])
+    defaults = state["files"][node_exporter.NODE_EXPORTER_DEFAULTS]
+    expect(host_name, f"{node_exporter.NODE_EXPORTER_DEFAULTS} (node_exporter_address, node_exporter_textfile_dir, "
+           "host_service_ports.node_exporter)", node_exporter.node_exporter_defaults(settings),
            defaults["content"] if defaults else None)
     assert state["scrape"]["error"] is None, (
         f"{host_name}: node exporter: expected to answer at {url}, actual {state['scrape']['error']}")

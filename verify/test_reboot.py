@@ -29,7 +29,7 @@ def test_running_cmdline_needs_no_reboot(host, host_name, settings, is_container
 def test_loaded_nvidia_module_is_the_installed_one(host, host_name, gpu_profile, is_container):
     if is_container:
         pytest.skip(CONTAINER_SKIP.format(what="the loaded kernel module"))
-    modules = run_remote(host, "nvidia_modules")
+    modules = run_remote(host, "nvidia_driver_modules")
     loaded, installed = modules["loaded"], modules["installed"]
     assert installed, f"{host_name}: NVIDIA kernel module for the running kernel: expected installed " \
                       "(modinfo nvidia), actual: none (is the driver's DKMS module built?)"

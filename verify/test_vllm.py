@@ -7,8 +7,8 @@ GPUs only and runs on its CPUs and memory node (verify/test_frontdoor.py checks 
 
 import pytest
 
-from llmfleet import compat, layout, monitoring, vllm_logs, vllm_service
-from llmfleet.gpu import profile_of
+from llmfleet import compat, monitoring, vllm, vllm_layout, vllm_logs
+from llmfleet.gpu_guardrails import profile_of
 from verify.helpers import expect, run_remote
 
 
@@ -17,17 +17,17 @@ def served(host, host_name, settings) -> dict:
     """{unit: {"instance", "active", "enabled", "pid", "probe"}}: vllm.service, or every instance."""
     if not settings.vllm_enabled:
         pytest.skip("vllm_enabled is False for this host")
-    instances = layout.instances(settings)
+    instances = vllm_layout.instances(settings)
     out = {}
     for inst in instances if instances is not None else [None]:
-        unit = vllm_service.unit_name(inst)
+        unit = vllm.unit_name(inst)
         shown = host.run("systemctl show -p ActiveState -p UnitFileState -p MainPID %s", unit)
         props = dict(line.split("=", 1) for line in shown.stdout.splitlines() if "=" in line)
         port = inst.port if inst is not None else settings.vllm_port
         out[unit] = {"instance": inst, "active": props.get("ActiveState"), "enabled": props.get("UnitFileState"),
                      "pid": props.get("MainPID"),
                      "probe": run_remote(host, "vllm_probe", str(port), settings.vllm_served_model_name,
-                                         vllm_service.API_KEY_FILE if settings.vllm_api_key_file else "-")}
+                                         vllm.API_KEY_FILE if settings.vllm_api_key_file else "-")}
     return out
 
 
@@ -68,7 +68,7 @@ def test_process_arguments_are_the_rendered_flags(host, host_name, settings, ser
     for unit, s in served.items():
         cmdline = host.run("cat /proc/%s/cmdline", s["pid"] or "0").stdout
         expect(host_name, f"{unit}: vLLM process arguments (vllm_flags, vllm_model, vllm_layout, ...)",
-               vllm_service.command(settings, s["instance"]), [a for a in cmdline.split("\0") if a])
+               vllm.command(settings, s["instance"]), [a for a in cmdline.split("\0") if a])
 
 
 def test_health_models_and_a_completion(host_name, settings, served):
@@ -106,7 +106,7 @@ def test_each_instance_sees_its_gpus_and_runs_on_its_numa_node(host, host_name, 
     """From /proc: CUDA_VISIBLE_DEVICES in the process's environment, its CPU affinity
     (Cpus_allowed_list) and its memory policy (numa_maps: bind:<nodes>), against the binding
     worked out from the host's own NUMA nodes."""
-    if layout.instances(settings) is None:
+    if vllm_layout.instances(settings) is None:
         pytest.skip("no vllm_layout: vllm.service runs on every GPU and CPU of the host")
     listing = host.run("for d in /sys/devices/system/node/node[0-9]*; do echo \"${d##*/node} $(cat $d/cpulist)\"; "
                        "done").stdout
@@ -117,13 +117,13 @@ def test_each_instance_sees_its_gpus_and_runs_on_its_numa_node(host, host_name, 
         seen = [e.split("=", 1)[1] for e in environ if e.startswith("CUDA_VISIBLE_DEVICES=")]
         expect(host_name, f"{unit}: CUDA_VISIBLE_DEVICES of its process",
                [",".join(map(str, inst.gpus))] if inst.gpus else [], seen)
-        bound = layout.binding(inst, profile_of(settings), node_cpus)
+        bound = vllm_layout.binding(inst, profile_of(settings), node_cpus)
         status = dict(line.split(":\t", 1) for line in host.run("cat /proc/%s/status", pid).stdout.splitlines()
                       if ":\t" in line)
         policy = host.run("grep -m1 -o ' bind:[0-9,-]*' /proc/%s/numa_maps", pid).stdout.strip()
         expect(host_name, f"{unit}: CPUs and memory policy of its process",
                (bound.cpus, f"bind:{bound.nodes}") if bound else (status.get("Cpus_allowed_list"), ""),
-               (layout.format_cpulist(layout.parse_cpulist(status.get("Cpus_allowed_list", ""))), policy))
+               (vllm_layout.format_cpulist(vllm_layout.parse_cpulist(status.get("Cpus_allowed_list", ""))), policy))
 
 
 ENV_RECORD = ".llmfleet-packages.json"  # written into each environment by the deploy (operations/vllm.py)
@@ -132,7 +132,7 @@ ENV_RECORD = ".llmfleet-packages.json"  # written into each environment by the d
 def test_environment_holds_what_was_recorded_when_it_was_made(host, host_name, settings):
     if not settings.vllm_enabled:
         pytest.skip("vllm_enabled is False for this host")
-    env = vllm_service.env_dir(settings)
+    env = vllm.env_dir(settings)
     record_file = f"{env}/{ENV_RECORD}"
     if host.run("test -x %s/bin/python3", env).rc != 0:
         pytest.fail(f"{host_name}: vllm_packages: expected the environment {env}, actual: none (deploy it)")

@@ -7,7 +7,7 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from llmfleet import acceptance, fleetrun
+from llmfleet import fleetrun, onboard_acceptance
 from llmfleet.audit import config_drift, fingerprint, metrics, report, state_drift, testinfra, waivers
 from llmfleet.audit.model import HostResult, Problem
 from llmfleet.inventory import read as read_inventory
@@ -30,12 +30,13 @@ def acceptance_problems(inventory: str, h: dict, state_dir: Path, figures: dict)
     """A host's figures now (this audit's weights load time, and the latest `onboard --recheck` run kept
     after its acceptance) against the acceptance result kept at onboarding: (problems, notes)."""
     n = h["name"]
-    kept = acceptance.load(state_dir, n)
+    kept = onboard_acceptance.load(state_dir, n)
     if kept is None:
-        return [], [f"no acceptance result kept in {acceptance.path_for(state_dir, n)} (onboarded before acceptance "
-                    f"results were kept: llmfleet onboard {inventory} --limit {n} --recheck keeps one)"]
+        return [], [f"no acceptance result kept in {onboard_acceptance.path_for(state_dir, n)} (onboarded "
+                    f"before acceptance results were kept: llmfleet onboard {inventory} --limit {n} --recheck "
+                    "keeps one)"]
     later = {"vllm_weights_load": figures.get("vllm_weights_load") or {}}
-    run, run_path = acceptance.latest_run(state_dir, n)
+    run, run_path = onboard_acceptance.latest_run(state_dir, n)
     notes = [f"compared with the acceptance result of {kept['at']}"]
     if run is not None and run["at"] > kept["at"]:
         later = {**run["figures"], **later}
@@ -44,7 +45,7 @@ def acceptance_problems(inventory: str, h: dict, state_dir: Path, figures: dict)
     return [Problem(n, "hardware", f"acceptance: {d.what}", f"{d.what}: {d.why}", d.kept, d.now, what=d.what,
                     why=d.why, repair=(f"look at the part on {n} (the disk of vllm_models_dir, the GPU); to accept it "
                                        f"as it is now: llmfleet onboard {inventory} --limit {n} --restart"))
-            for d in acceptance.compare(kept["figures"], later, tolerance)], ["; ".join(notes)]
+            for d in onboard_acceptance.compare(kept["figures"], later, tolerance)], ["; ".join(notes)]
 
 
 def cores_of_parts(skip: tuple[str, ...] = (), cores: int | None = None) -> tuple[int, int]:

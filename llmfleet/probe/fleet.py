@@ -76,9 +76,9 @@ def instance_targets(host_target: Target, settings) -> list[Target]:
     probe_check_rps: its GPUs over the layout's (an equal share where instances have no GPUs, as
     on the lab's CPU build). No baseline gate: a stored baseline is the host's. [] for a host
     without a layout."""
-    from llmfleet import frontdoor, layout
+    from llmfleet import frontdoor, vllm_layout
 
-    instances = layout.instances(settings)
+    instances = vllm_layout.instances(settings)
     if not instances:
         return []
     gpus = sum(len(i.gpus) for i in instances)

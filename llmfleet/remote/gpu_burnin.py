@@ -1,6 +1,6 @@
 """A bounded burn-in: every GPU at once under a full FP16 matrix-multiply load for SECONDS, every
 result checked against the exactly known one, NVML read every INTERVAL_S. Prints one JSON object.
-Run with the vLLM environment's python (torch, nvidia-ml-py). Judged by llmfleet/burnin.py.
+Run with the vLLM environment's python (torch, nvidia-ml-py). Judged by llmfleet/gpu_burnin.py.
 
     python3 gpu_burnin.py SECONDS N INTERVAL_S [BACKEND WORLD]
 

@@ -9,7 +9,7 @@ PATH is vllm_models_dir; where it does not exist yet (a host before its first de
 existing parent is measured: the filesystem the models will land on. Reads bypass the page cache
 (O_DIRECT); a filesystem that refuses O_DIRECT is measured through the page cache, emptied of the
 file first (fio's invalidate), and the result says so ("direct": false). The test file is removed
-whatever happens; nothing else is written. The figures are judged elsewhere (llmfleet/storage.py).
+whatever happens; nothing else is written. The figures are judged elsewhere (llmfleet/model_storage.py).
 """
 
 import json

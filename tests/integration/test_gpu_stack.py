@@ -52,13 +52,14 @@ def test_nvidia_host_fact_reads_each_host(lab, deployed):
 
 
 def test_the_allreduce_check_runs_its_code_path_on_a_lab_host(lab, deployed):
-    """llmfleet/remote/gpu_allreduce.py on a real host with the vLLM environment's torch: the same
+    """llmfleet/remote/gpu_interconnect_allreduce.py on a real host with the vLLM environment's torch: the same
     fork / rendezvous / sum check / timing path as on GPUs, with gloo on the CPU (2 ranks). On
     GPUs it runs with NCCL on the lent 2 x H200 (`make verify-device`)."""
     from llmfleet.remote import python_script
 
     def allreduce(*args: str) -> dict:  # as verify runs it: the one runner, the vLLM environment's python
-        proc = lab_ssh("lab-c1", python_script("gpu_allreduce", *args, python="/opt/llmfleet/vllm/current/bin/python3"))
+        proc = lab_ssh("lab-c1", python_script("gpu_interconnect_allreduce", *args,
+                                               python="/opt/llmfleet/vllm/current/bin/python3"))
         return json.loads(proc.stdout)
 
     result = allreduce("1,4", "3", "1", "120", "gloo", "2")
@@ -67,12 +68,12 @@ def test_the_allreduce_check_runs_its_code_path_on_a_lab_host(lab, deployed):
     for r in result["results"]:
         assert r["wrong_elements"] == 0 and r["busbw_gbs"] > 0 and r["bytes"] == r["size_mib"] << 20, r
     # the check's own verdict on it, with a profile for two GPUs and no thresholds
-    from llmfleet import interconnect
+    from llmfleet import gpu_interconnect
     from llmfleet.schema import GpuProfile
 
     profiles = runpy.run_path(str(ROOT / "group_data" / "all.py"))["gpu_profiles"]
     two = GpuProfile(**(profiles["h200_141gb_x2"] | {"allreduce_min_busbw_gbs": {}}))
-    assert interconnect.allreduce_problems(two, result) == []
+    assert gpu_interconnect.allreduce_problems(two, result) == []
     # ranks that fail (here an unknown backend) are reported with their error, not waited for
     bad = allreduce("1", "1", "0", "60", "nope", "2")
     assert "rank 0:" in bad["error"] and "nope" in bad["error"].lower(), bad

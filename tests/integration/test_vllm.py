@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 from harness import BIN, LAB_ENV, ROOT, lab_ssh, run, state
 
-from llmfleet import vllm_service
+from llmfleet import vllm
 from llmfleet.lab import poller
 
 REPORTS = ROOT / "reports"
-UNIT = vllm_service.UNIT_PATH
+UNIT = vllm.UNIT_PATH
 
 
 def containers() -> dict[str, str]:

@@ -7,7 +7,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from pyinfra.api import OperationValueError
 
 from llmfleet.schema import AppClocks
-from operations import TEMPLATES
+from llmfleet.templates import TEMPLATES
 from operations.gpu_clocks import UNIT
 from operations.nvidia_driver import driver_packages, moves, reboot_reasons, repo_distro
 

@@ -8,8 +8,7 @@ import pytest
 from pyinfra.api import OperationValueError
 from test_vllm_logic import UNIT, active, planned
 
-from llmfleet import layout
-from llmfleet import vllm_service as vllm
+from llmfleet import vllm, vllm_layout
 from llmfleet.schema import VllmInstance
 from operations import vllm as ops
 
@@ -140,7 +139,7 @@ def test_the_switch_of_a_layout_moves_every_staged_unit_and_restarts_none(laid_o
 
 
 def test_instance_units_are_bound_to_their_cpus_from_the_host_nodes(laid_out):
-    texts = ops.unit_texts(laid_out, False, layout.instances(laid_out), NODES)
+    texts = ops.unit_texts(laid_out, False, vllm_layout.instances(laid_out), NODES)
     assert "CPUAffinity=0\nNUMAPolicy=bind\nNUMAMask=0\n" in texts["vllm-a.service"]
     assert "CPUAffinity=1\n" in texts["vllm-b.service"] and "--port 8002" in texts["vllm-b.service"]
 
@@ -148,4 +147,4 @@ def test_instance_units_are_bound_to_their_cpus_from_the_host_nodes(laid_out):
 def test_no_layout_keeps_reading_the_single_unit_only(settings):
     assert "units" not in ops._paths(settings)
     one = settings.model_copy(update={"vllm_layout": [VllmInstance(**TWO[0])]})
-    assert ops._paths(one, layout.instances(one))["units"] == ["/etc/systemd/system/vllm-a.service"]
+    assert ops._paths(one, vllm_layout.instances(one))["units"] == ["/etc/systemd/system/vllm-a.service"]

@@ -8,7 +8,7 @@ import pytest
 from pyinfra.api import FunctionCommand, StringCommand
 
 from llmfleet import roll as rolls
-from llmfleet import vllm_service as vllm
+from llmfleet import vllm
 from operations import vllm as ops
 
 UNIT = "the rendered unit\n"

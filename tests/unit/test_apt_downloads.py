@@ -5,7 +5,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from test_settings import all_defaults
 
 from llmfleet.settings import SettingsError, validate
-from operations import TEMPLATES
+from llmfleet.templates import TEMPLATES
 
 
 def rendered(**overrides) -> str:

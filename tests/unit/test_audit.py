@@ -374,7 +374,7 @@ def test_the_fingerprint_script_reads_this_machine():
     from llmfleet.remote import python_script
 
     # the command the fact sends, run here
-    fp = json.loads(subprocess.run(["sh", "-c", python_script("hardware_fingerprint")], capture_output=True,
+    fp = json.loads(subprocess.run(["sh", "-c", python_script("audit_fingerprint")], capture_output=True,
                                    text=True, check=True).stdout)
     assert fp["cpu"]["count"] == os.cpu_count() and fp["memory_kib"] > 0
     assert fingerprint.compare("me", fp, fp) == []

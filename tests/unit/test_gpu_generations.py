@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from llmfleet import compat, gpu
-from llmfleet.gpu import app_clocks, precision_paths, profile_problems
+from llmfleet import compat, gpu_health
+from llmfleet.gpu_guardrails import app_clocks, precision_paths, profile_problems
 from llmfleet.schema import GpuProfile
 from llmfleet.settings import SettingsError, validate
 
@@ -248,4 +248,4 @@ CU130 = ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"]
     (["sm_100"], 10.3, ["sm_100"]), (["sm_120"], 10.0, []),
 ])
 def test_pytorch_kernels_that_run_on_a_gpu_follow_cudas_binary_compatibility(arch_list, cc, runs):
-    assert gpu.kernels_that_run(arch_list, cc) == runs
+    assert gpu_health.kernels_that_run(arch_list, cc) == runs

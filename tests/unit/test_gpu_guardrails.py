@@ -8,7 +8,7 @@ import pytest
 from packaging.version import Version
 
 from llmfleet import compat
-from llmfleet.gpu import app_clocks
+from llmfleet.gpu_guardrails import app_clocks
 from llmfleet.settings import SettingsError, validate
 
 ROOT = Path(__file__).resolve().parents[2]

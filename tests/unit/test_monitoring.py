@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from llmfleet import compat, monitoring, telemetry
+from llmfleet import compat, monitoring, node_exporter
 from llmfleet.audit import metrics as audit_metrics
 from llmfleet.errors import InventoryError
 from llmfleet.settings import SettingsError, validate
@@ -143,7 +143,7 @@ def test_rule_names_are_the_names_the_exporters_and_llmfleet_write(rendered):
     fields = {field for field, _, _ in settings().dcgm_exporter_counters}
     used = set(re.findall(r"\bDCGM_FI_[A-Z0-9_]+", exprs["gpu-alerts.yml"]))
     assert used and used <= fields, used - fields
-    script = telemetry.host_metrics_script(settings())
+    script = node_exporter.host_metrics_script(settings())
     used = set(re.findall(r"\bllmfleet_[a-z_]+\b(?!\.)", exprs["host-alerts.yml"]))  # not the file's name
     assert used and all(f"{name} " in script or f"{name}{{" in script for name in used), used
     written = set(audit_metrics.HELP) | set(audit_metrics.FLEET_HELP)

@@ -184,7 +184,7 @@ def test_instances_are_probed_after_their_host_each_with_a_report_of_its_own(run
 
 
 def layout_settings():
-    """8 x V100 SXM2 as two instances of four GPUs (the 13B model of tests/unit/test_layout.py)."""
+    """8 x V100 SXM2 as two instances of four GPUs (the 13B model of tests/unit/test_vllm_layout.py)."""
     from llmfleet.settings import validate
 
     d = {k: v for k, v in DEFAULTS.items() if not k.startswith("__")}

@@ -6,7 +6,7 @@ A user copies a working starting point."""
 import pytest
 
 from llmfleet import fabric_manager
-from llmfleet.gpu import precision_paths
+from llmfleet.gpu_guardrails import precision_paths
 from llmfleet.inventory import read
 from llmfleet.settings import SettingsError, validate
 

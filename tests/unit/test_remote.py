@@ -79,7 +79,7 @@ def test_every_script_the_code_runs_is_in_the_folder():
     called = set()
     for path in [*ROOT.glob("llmfleet/**/*.py"), *ROOT.glob("operations/*.py"), *ROOT.glob("verify/*.py")]:
         called |= set(re.findall(r"(?:python_script|run_remote)\((?:host, )?[\"'](\w+)[\"']", path.read_text()))
-    assert {"nvidia_host", "vllm_flags", "gpu_state", "read_files", "nvidia_modules"} <= called
+    assert {"nvidia_driver_host", "vllm_flags", "gpu_state", "read_files", "nvidia_driver_modules"} <= called
     assert called - set(script_names()) == set()
 
 
@@ -194,7 +194,7 @@ def test_the_port_reader_names_the_process_listening_and_leaves_free_ports_out()
         listening.listen()
         free.bind(("127.0.0.1", 0))  # bound, not listening
         port, other = listening.getsockname()[1], free.getsockname()[1]
-        proc = subprocess.run(["sh", "-c", python_script("port_holders", str(port), str(other))],
+        proc = subprocess.run(["sh", "-c", python_script("vllm_ports", str(port), str(other))],
                               capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     held = json.loads(proc.stdout)
@@ -224,7 +224,7 @@ def test_nvidia_host_names_the_held_packages_as_apt_mark_showhold_does(tmp_path)
     (admin / "updates").mkdir()
     (admin / "status").write_text(DPKG_STATUS)
     (admin / "available").touch()
-    proc = subprocess.run(["/bin/sh", "-c", python_script("nvidia_host")], capture_output=True, text=True,
+    proc = subprocess.run(["/bin/sh", "-c", python_script("nvidia_driver_host")], capture_output=True, text=True,
                           env={**os.environ, "DPKG_ADMINDIR": str(admin)}, check=True)
     fact = json.loads(proc.stdout)
     apt = subprocess.run(["apt-mark", "showhold", "-o", f"Dir::State::status={admin / 'status'}"],

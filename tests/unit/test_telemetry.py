@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from llmfleet import telemetry
+from llmfleet import addresses, dcgm_exporter, log_forwarding, node_exporter
 from llmfleet.audit import metrics
 from llmfleet.audit.model import HostResult, Problem
 from llmfleet.audit.report import build
@@ -132,11 +132,11 @@ def test_the_host_metrics_script_writes_what_the_node_exporter_serves(tmp_path):
     folder.mkdir()
     s = settings(node_exporter_textfile_dir=str(folder), vllm_models_dir=str(tmp_path / "models" / "not-yet"))
     script = tmp_path / "llmfleet-host-metrics"
-    script.write_text(telemetry.host_metrics_script(s))
+    script.write_text(node_exporter.host_metrics_script(s))
     script.chmod(0o755)
     proc = subprocess.run([str(script)], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
-    assert [p.name for p in folder.iterdir()] == [telemetry.HOST_METRICS_FILE]
+    assert [p.name for p in folder.iterdir()] == [node_exporter.HOST_METRICS_FILE]
     served = scrape_textfiles(folder)
     assert "node_textfile_scrape_error 0" in served
     free = shutil.disk_usage(tmp_path).free
@@ -149,7 +149,7 @@ def test_the_host_metrics_script_writes_what_the_node_exporter_serves(tmp_path):
 
 def test_the_forwarding_file_is_accepted_by_rsyslogd_and_selects_the_units(tmp_path):
     s = settings(log_forward_target="logs.internal:6514", log_forward_retry_s=5)
-    conf = telemetry.forward_config(s, "gpu-1")
+    conf = log_forwarding.forward_config(s, "gpu-1")
     assert conf is not None
     path = tmp_path / "forward.conf"
     path.write_text(conf)
@@ -158,36 +158,37 @@ def test_the_forwarding_file_is_accepted_by_rsyslogd_and_selects_the_units(tmp_p
     assert check.returncode == 0, check.stdout + check.stderr
     assert 'target="logs.internal" port="6514" protocol="tcp"' in conf and 'action.resumeInterval="5"' in conf
     assert 'queue.type="LinkedList" queue.filename="llmfleet-forward"' in conf and "queue.saveOnShutdown" in conf
-    regex = telemetry.unit_regex(s.log_forward_units)
+    regex = log_forwarding.unit_regex(s.log_forward_units)
     for unit in ("vllm.service", "vllm-a.service", "nvidia-dcgm-exporter.service", "llmfleet-host-metrics.service"):
         assert re.fullmatch(regex.strip("^$"), unit), unit
     for unit in ("ssh.service", "vllmx.service", "cron.service"):
         assert not re.fullmatch(regex.strip("^$"), unit), unit
-    assert telemetry.forward_config(settings(), "gpu-1") is None  # log_forward_target None: nothing
+    assert log_forwarding.forward_config(settings(), "gpu-1") is None  # log_forward_target None: nothing
 
 
 def test_dcgm_packages_are_pinned_for_the_cuda_major_with_the_exporter_package():
-    assert telemetry.dcgm_packages(settings()) == {
+    assert dcgm_exporter.dcgm_packages(settings()) == {
         "datacenter-gpu-manager-4-core": "1:4.6.0-1", "datacenter-gpu-manager-4-cuda12": "1:4.6.0-1",
         "datacenter-gpu-manager-exporter": "4.8.3.002-1"}
     archive = {"url": "https://mirror.internal/dcgm_exporter-linux-x86-64-4.8.3.002.tar.gz", "sha256": "b" * 64,
                "version": "4.8.3"}
     s = settings(dcgm_exporter_package=None, dcgm_exporter_archive=archive, cuda_toolkit_version="13.0",
                  gpu_profile="h200_141gb_x1", vllm_flags={"dtype": "half"}, nvidia_driver_flavour="open")
-    assert telemetry.dcgm_packages(s) == {"datacenter-gpu-manager-4-core": "1:4.6.0-1",
+    assert dcgm_exporter.dcgm_packages(s) == {"datacenter-gpu-manager-4-core": "1:4.6.0-1",
                                           "datacenter-gpu-manager-4-cuda13": "1:4.6.0-1"}
-    assert telemetry.exporter_command(s) == ["/opt/llmfleet/dcgm-exporter/4.8.3/usr/bin/dcgm-exporter", "-f",
+    assert dcgm_exporter.exporter_command(s) == ["/opt/llmfleet/dcgm-exporter/4.8.3/usr/bin/dcgm-exporter", "-f",
                                              "/etc/dcgm-exporter/llmfleet-counters.csv", "-a", "0.0.0.0:9400",
                                              "-r", "localhost:5555", "-c", "30000"]
 
 
 def test_the_exporter_unit_uses_dcgms_host_engine_and_the_counters_cover_the_failure_fields():
     s = settings()
-    unit = telemetry.exporter_unit(s)
+    unit = dcgm_exporter.exporter_unit(s)
     assert "ExecStart=/usr/bin/dcgm-exporter -f /etc/dcgm-exporter/llmfleet-counters.csv -a 0.0.0.0:9400 " \
            "-r localhost:5555 -c 30000\n" in unit
     assert "Wants=nvidia-dcgm.service\nAfter=nvidia-dcgm.service\n" in unit and "StandardOutput" not in unit
-    rows = [line.split(", ") for line in telemetry.counters_csv(s).splitlines() if line and not line.startswith("#")]
+    rows = [line.split(", ") for line in dcgm_exporter.counters_csv(s).splitlines()
+            if line and not line.startswith("#")]
     fields = {r[0] for r in rows}
     assert all(len(r) == 3 and r[1] in ("gauge", "counter") for r in rows), rows
     # Xid, ECC single and double bit, row remapping, NVLink errors, throttle reasons, power,
@@ -203,7 +204,7 @@ def test_the_exporter_unit_uses_dcgms_host_engine_and_the_counters_cover_the_fai
 
 def test_node_exporter_listens_where_group_data_says():
     s = settings(node_exporter_address="10.1.2.3")
-    assert telemetry.node_exporter_args(s) == ("--web.listen-address=10.1.2.3:9100 "
+    assert node_exporter.node_exporter_args(s) == ("--web.listen-address=10.1.2.3:9100 "
                                                "--collector.textfile.directory=/var/lib/prometheus/node-exporter")
-    assert telemetry.local_url("0.0.0.0", 9100) == "http://127.0.0.1:9100/metrics"
-    assert telemetry.local_url("10.1.2.3", 9400) == "http://10.1.2.3:9400/metrics"
+    assert addresses.local_url("0.0.0.0", 9100) == "http://127.0.0.1:9100/metrics"
+    assert addresses.local_url("10.1.2.3", 9400) == "http://10.1.2.3:9400/metrics"

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from llmfleet import monitoring, vllm_service
+from llmfleet import monitoring, vllm
 from llmfleet.settings import SettingsError, validate
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -33,10 +33,10 @@ def refused(**override) -> str:
 def test_flags_render_as_arguments():
     s = settings(vllm_flags={"dtype": "half", "max_model_len": 4096, "enable-prefix-caching": True,
                              "enable-chunked-prefill": False, "quantization": None, "tensor-parallel-size": 8})
-    assert vllm_service.flag_args(s) == ["--dtype", "half", "--max-model-len", "4096", "--enable-prefix-caching",
+    assert vllm.flag_args(s) == ["--dtype", "half", "--max-model-len", "4096", "--enable-prefix-caching",
                                  "--no-enable-chunked-prefill", "--tensor-parallel-size", "8"]
-    cmd = vllm_service.command(s)
-    assert cmd[:3] == [f"/opt/llmfleet/vllm/envs/{vllm_service.env_id(s)}/bin/python3", "-m",
+    cmd = vllm.command(s)
+    assert cmd[:3] == [f"/opt/llmfleet/vllm/envs/{vllm.env_id(s)}/bin/python3", "-m",
                        "vllm.entrypoints.openai.api_server"]
     assert cmd[3:11] == ["--model", "/data/models/llama-3.1-8b-instruct/current", "--served-model-name", "default",
                          "--host", "0.0.0.0", "--port", "8000"]
@@ -44,8 +44,8 @@ def test_flags_render_as_arguments():
 
 def test_environment_id_follows_the_package_set():
     a, b = settings(), settings(vllm_packages=["vllm==0.19.1", "nvidia-ml-py==13.580.82"])
-    assert vllm_service.env_id(a) != vllm_service.env_id(b) and len(vllm_service.env_id(a)) == 12
-    assert vllm_service.env_id(a) == vllm_service.env_id(settings())
+    assert vllm.env_id(a) != vllm.env_id(b) and len(vllm.env_id(a)) == 12
+    assert vllm.env_id(a) == vllm.env_id(settings())
 
 
 def test_unit_is_hardened_and_holds_no_secret(tmp_path):
@@ -53,64 +53,64 @@ def test_unit_is_hardened_and_holds_no_secret(tmp_path):
     key.write_text("sk-very-secret\n")
     key.chmod(0o600)
     s = settings(vllm_api_key_file=str(key), vllm_env={"NCCL_DEBUG": "WARN", "ODD": "a b %x"})
-    unit = vllm_service.render_unit(s, gpu=True)
+    unit = vllm.render_unit(s, gpu=True)
     assert "sk-very-secret" not in unit
-    assert f"EnvironmentFile={vllm_service.API_KEY_FILE}" in unit
+    assert f"EnvironmentFile={vllm.API_KEY_FILE}" in unit
     for line in ("NoNewPrivileges=yes", "ProtectSystem=strict", "PrivateTmp=yes", "Restart=on-failure",
                  "StartLimitBurst=5", "TimeoutStartSec=900", "LimitNOFILE=65536", "LimitMEMLOCK=infinity",
                  "User=vllm", "Environment=NCCL_DEBUG=WARN", 'Environment="ODD=a b %%x"',
                  "After=network-online.target nvidia-persistenced.service llmfleet-gpu-clocks.service"):
         assert line + "\n" in unit, line
-    assert "ExecStart=" + " ".join(vllm_service.command(s)) + "\n" in unit
-    assert vllm_service.api_key_env(s) == "VLLM_API_KEY=sk-very-secret\n"
+    assert "ExecStart=" + " ".join(vllm.command(s)) + "\n" in unit
+    assert vllm.api_key_env(s) == "VLLM_API_KEY=sk-very-secret\n"
 
 
 def test_an_instance_unit_has_its_gpus_port_sizes_and_numa_binding_and_all_the_single_unit_has(tmp_path):
-    from llmfleet import layout
+    from llmfleet import vllm_layout
 
     key = tmp_path / "key"
     key.write_text("sk-very-secret\n")
     key.chmod(0o600)
     s = settings(vllm_layout="4x2", vllm_api_key_file=str(key), vllm_model=MODEL | {"torch_dtype": "float16"},
                  vllm_flags={"dtype": "half", "max-model-len": 8192})
-    c = layout.instances(s)[2]
-    bound = layout.binding(c, s.gpu_profiles[s.gpu_profile], {0: "0-19,40-59", 1: "20-39,60-79"})
-    unit = vllm_service.render_unit(s, gpu=True, instance=c, binding=bound)
-    assert vllm_service.unit_path(c) == "/etc/systemd/system/vllm-c.service"
+    c = vllm_layout.instances(s)[2]
+    bound = vllm_layout.binding(c, s.gpu_profiles[s.gpu_profile], {0: "0-19,40-59", 1: "20-39,60-79"})
+    unit = vllm.render_unit(s, gpu=True, instance=c, binding=bound)
+    assert vllm.unit_path(c) == "/etc/systemd/system/vllm-c.service"
     assert "Description=vLLM OpenAI API server (default, vLLM 0.19.1), instance c on port 8003\n" in unit
     for line in ("Environment=CUDA_DEVICE_ORDER=PCI_BUS_ID", "Environment=CUDA_VISIBLE_DEVICES=4,5",
                  "CPUAffinity=20-39,60-79", "NUMAPolicy=bind", "NUMAMask=1"):
         assert line + "\n" in unit, line
-    args = vllm_service.server_args(s, c)
+    args = vllm.server_args(s, c)
     assert args[4:10] == ["--host", "127.0.0.1", "--port", "8003", "--tensor-parallel-size", "2"]
     assert "--pipeline-parallel-size" not in args
-    assert "ExecStart=" + " ".join(vllm_service.command(s, c)) + "\n" in unit
+    assert "ExecStart=" + " ".join(vllm.command(s, c)) + "\n" in unit
     # everything the single unit has: hardening, limits, key file, restart policy
-    single = vllm_service.render_unit(s, gpu=True)
+    single = vllm.render_unit(s, gpu=True)
     kept = [ln for ln in single.splitlines() if not ln.startswith(("Description=", "ExecStart="))]
     assert [ln for ln in kept if ln not in unit.splitlines()] == []
-    assert "sk-very-secret" not in unit and f"EnvironmentFile={vllm_service.API_KEY_FILE}\n" in unit
+    assert "sk-very-secret" not in unit and f"EnvironmentFile={vllm.API_KEY_FILE}\n" in unit
     # the single unit is not bound and sees every GPU
     assert "CPUAffinity" not in single and "CUDA_VISIBLE_DEVICES" not in single
 
 
 def test_an_instance_with_pipeline_stages_and_one_without_a_known_numa_node():
-    from llmfleet import layout
+    from llmfleet import vllm_layout
 
     s = settings(gpu_profile="v100_pcie_32gb_x8", vllm_model=MODEL | {"torch_dtype": "float16"},
                  vllm_flags={"dtype": "half"},
                  vllm_layout=[{"name": "big", "gpus": [0, 1, 2, 3], "port": 8001, "pipeline_parallel_size": 2}])
-    big = layout.instances(s)[0]
-    assert vllm_service.server_args(s, big)[8:12] == ["--tensor-parallel-size", "2", "--pipeline-parallel-size", "2"]
-    unit = vllm_service.render_unit(s, gpu=True, instance=big, binding=None)
+    big = vllm_layout.instances(s)[0]
+    assert vllm.server_args(s, big)[8:12] == ["--tensor-parallel-size", "2", "--pipeline-parallel-size", "2"]
+    unit = vllm.render_unit(s, gpu=True, instance=big, binding=None)
     assert "# not bound: the GPU profile does not say which NUMA node its GPUs are on" in unit
     assert "CPUAffinity" not in unit
 
 
 def test_systemd_quoting():
-    assert vllm_service.systemd_quote("--max-model-len") == "--max-model-len"
-    assert vllm_service.systemd_quote('{"a": 1}') == '"{\\"a\\": 1}"'
-    assert vllm_service.systemd_quote("50%") == "50%%" and vllm_service.systemd_quote("$HOME") == '"$$HOME"'
+    assert vllm.systemd_quote("--max-model-len") == "--max-model-len"
+    assert vllm.systemd_quote('{"a": 1}') == '"{\\"a\\": 1}"'
+    assert vllm.systemd_quote("50%") == "50%%" and vllm.systemd_quote("$HOME") == '"$$HOME"'
 
 
 @pytest.mark.parametrize("flags,version,expected", [
@@ -143,11 +143,11 @@ def test_host_parser_report_names_the_flag_and_the_closest_option():
     s = settings()
     report = {"version": "0.19.1", "unknown": ["--max-num-seqz"], "options": ["--max-num-seqs", "--max-model-len"],
               "error": None}
-    assert vllm_service.host_flag_problems(s, report) == [
+    assert vllm.host_flag_problems(s, report) == [
         "vllm_flags.max-num-seqz: vLLM 0.19.1 installed on the host has no --max-num-seqz "
         "(fix: did you mean --max-num-seqs?)"]
     report = {"version": "0.19.1", "unknown": [], "options": [], "error": "argument --max-model-len: invalid int"}
-    assert vllm_service.host_flag_problems(s, report) == [
+    assert vllm.host_flag_problems(s, report) == [
         "vllm_flags: vLLM 0.19.1 refuses the arguments: argument --max-model-len: invalid int"]
 
 
@@ -232,37 +232,37 @@ def test_a_unit_without_nvswitch_renders_byte_for_byte_as_before_fabric_manager(
     """tests/unit/data/vllm_units/ holds the units as rendered before the fabric_manager component
     (a V100 host's defaults, a host without GPUs, a layout instance): a host without NVSwitch sees no change,
     so a deploy restarts nothing there."""
-    from llmfleet import layout
+    from llmfleet import vllm_layout
 
     s = settings()
-    assert vllm_service.render_unit(s, gpu=True) == (GOLDEN / "gpu.service").read_text()
-    assert vllm_service.render_unit(s, gpu=False) == (GOLDEN / "nogpu.service").read_text()
+    assert vllm.render_unit(s, gpu=True) == (GOLDEN / "gpu.service").read_text()
+    assert vllm.render_unit(s, gpu=False) == (GOLDEN / "nogpu.service").read_text()
     s2 = settings(vllm_layout="4x2", vllm_model=MODEL | {"torch_dtype": "float16"},
                   vllm_flags={"dtype": "half", "max-model-len": 8192})
-    c = layout.instances(s2)[2]
-    bound = layout.binding(c, s2.gpu_profiles[s2.gpu_profile], {0: "0-19,40-59", 1: "20-39,60-79"})
-    assert vllm_service.render_unit(s2, gpu=True, instance=c, binding=bound) == \
+    c = vllm_layout.instances(s2)[2]
+    bound = vllm_layout.binding(c, s2.gpu_profiles[s2.gpu_profile], {0: "0-19,40-59", 1: "20-39,60-79"})
+    assert vllm.render_unit(s2, gpu=True, instance=c, binding=bound) == \
         (GOLDEN / "instance.service").read_text()
 
 
 def test_on_an_nvswitch_board_the_units_start_after_fabric_manager():
-    from llmfleet import layout
+    from llmfleet import vllm_layout
 
     s = settings(gpu_profile="h100_sxm5_80gb_x8", nvidia_driver_flavour="open", cuda_toolkit_version="13.0")
-    unit = vllm_service.render_unit(s, gpu=True)
+    unit = vllm.render_unit(s, gpu=True)
     assert ("After=network-online.target nvidia-persistenced.service llmfleet-gpu-clocks.service "
             "nvidia-fabricmanager.service\n") in unit
     assert "Wants=network-online.target nvidia-fabricmanager.service\n" in unit
     # every line of the unit without NVSwitch is still there, but the two it extends
     before = settings(gpu_profile="h200_141gb_x1", nvidia_driver_flavour="open", cuda_toolkit_version="13.0",
                       vllm_flags={"tensor-parallel-size": 1})
-    plain = vllm_service.render_unit(before, gpu=True)
+    plain = vllm.render_unit(before, gpu=True)
     assert [ln for ln in plain.splitlines() if ln not in unit.splitlines()] == [
         "After=network-online.target nvidia-persistenced.service llmfleet-gpu-clocks.service",
-        "Wants=network-online.target", "ExecStart=" + " ".join(vllm_service.command(before))]
+        "Wants=network-online.target", "ExecStart=" + " ".join(vllm.command(before))]
     # an instance of a layout too; and a host without GPUs (the lab) never waits for it
     s4 = settings(gpu_profile="h100_sxm5_80gb_x8", nvidia_driver_flavour="open", cuda_toolkit_version="13.0",
                   vllm_layout="4x2", vllm_flags={"tensor-parallel-size": None})
-    inst = layout.instances(s4)[0]
-    assert "nvidia-fabricmanager.service" in vllm_service.render_unit(s4, gpu=True, instance=inst, binding=None)
-    assert "fabricmanager" not in vllm_service.render_unit(s, gpu=False)
+    inst = vllm_layout.instances(s4)[0]
+    assert "nvidia-fabricmanager.service" in vllm.render_unit(s4, gpu=True, instance=inst, binding=None)
+    assert "fabricmanager" not in vllm.render_unit(s, gpu=False)

@@ -15,14 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from jinja2 import Environment, FileSystemLoader, StrictUndefined
-
-from llmfleet import compat
+from llmfleet import compat, templates
 
 if TYPE_CHECKING:
     from llmfleet.schema import Settings, VllmInstance, VllmModel
 
-TEMPLATES = Path(__file__).resolve().parent.parent / "templates" / "vllm"
 UNIT_NAME = "vllm.service"
 UNIT_PATH = f"/etc/systemd/system/{UNIT_NAME}"
 CONF_DIR = "/etc/llmfleet/vllm"
@@ -102,7 +99,7 @@ def model_link(settings: Settings) -> str:
 @dataclass(frozen=True)
 class Binding:
     """Where an instance's unit runs: CPUAffinity= and NUMAMask= (with NUMAPolicy=bind);
-    llmfleet/layout.py's `binding` works it out from the host's NUMA nodes."""
+    llmfleet/vllm_layout.py's `binding` works it out from the host's NUMA nodes."""
 
     cpus: str
     nodes: str
@@ -168,9 +165,7 @@ def render_unit(settings: Settings, gpu: bool, instance: VllmInstance | None = N
     """The unit: vllm.service without a layout, or one instance's, bound to its CPUs and memory
     nodes through systemd's own properties (CPUAffinity=, NUMAPolicy=bind, NUMAMask=); on a GPU host
     of an NVSwitch profile, ordered after nvidia-fabricmanager.service."""
-    env = Environment(loader=FileSystemLoader(str(TEMPLATES)), undefined=StrictUndefined, keep_trailing_newline=True,
-                      trim_blocks=True, lstrip_blocks=True)
-    env.filters["systemd_quote"] = systemd_quote
+    env = templates.environment("vllm", systemd_quote=systemd_quote)
     return env.get_template(UNIT_NAME + ".j2").render(
         served_model_name=settings.vllm_served_model_name, vllm_version=settings.vllm_version, gpu=gpu,
         fabric_manager=gpu and fabric_manager_host(settings),

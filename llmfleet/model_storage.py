@@ -2,7 +2,7 @@
 fio on the filesystem of vllm_models_dir) against a group's `storage_thresholds`. Pure: no I/O.
 
 Used by onboarding's preflight (llmfleet/onboard.py), verify's acceptance check
-(verify/test_model_storage.py) and the comparison with a kept acceptance result (llmfleet/acceptance.py).
+(verify/test_model_storage.py) and the comparison with a kept acceptance result (llmfleet/onboard_acceptance.py).
 """
 
 from __future__ import annotations

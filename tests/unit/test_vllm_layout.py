@@ -1,4 +1,4 @@
-"""Serving layouts (llmfleet/layout.py): derived from the GPU profile, and every bad layout refused
+"""Serving layouts (llmfleet/vllm_layout.py): derived from the GPU profile, and every bad layout refused
 with the host, the setting, the value and the fix, before any host is touched."""
 
 import runpy
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from llmfleet import layout
+from llmfleet import vllm_layout
 from llmfleet.settings import SettingsError, validate
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -34,14 +34,14 @@ def refused(**override) -> str:
 
 
 def groups(settings) -> list[list[int]]:
-    return [i.gpus for i in layout.instances(settings)]
+    return [i.gpus for i in vllm_layout.instances(settings)]
 
 
 def test_no_layout_is_the_single_unit_of_before():
     settings = validate("gpu-3", data(vllm_flags={"tensor-parallel-size": 8, "dtype": "half"},
                                       vllm_model=MODEL | {"num_attention_heads": 32}))
-    assert layout.instances(settings) is None
-    assert layout.service_ports(settings) == {"vllm_port": 8000, "host_service_ports.node_exporter": 9100,
+    assert vllm_layout.instances(settings) is None
+    assert vllm_layout.service_ports(settings) == {"vllm_port": 8000, "host_service_ports.node_exporter": 9100,
                                               "host_service_ports.prometheus": 9090,
                                               "host_service_ports.dcgm_exporter": 9400}
 
@@ -49,11 +49,11 @@ def test_no_layout_is_the_single_unit_of_before():
 def test_shorthands_on_the_dgx1_cube_mesh_follow_its_nvlink_and_numa_nodes():
     four_by_two = ok(vllm_layout="4x2")
     assert groups(four_by_two) == [[0, 1], [2, 3], [4, 5], [6, 7]]
-    assert [(i.name, i.port, i.tensor_parallel_size, i.unit_name) for i in layout.instances(four_by_two)][:2] == \
+    assert [(i.name, i.port, i.tensor_parallel_size, i.unit_name) for i in vllm_layout.instances(four_by_two)][:2] == \
         [("a", 8001, 2, "vllm-a.service"), ("b", 8002, 2, "vllm-b.service")]
     assert groups(ok(vllm_layout="2x4")) == [[0, 1, 2, 3], [4, 5, 6, 7]]
     assert groups(ok(vllm_layout="8x1", vllm_layout_first_port=9001)) == [[g] for g in range(8)]
-    assert [i.port for i in layout.instances(ok(vllm_layout="2x4", vllm_layout_first_port=7000))] == [7000, 7001]
+    assert [i.port for i in vllm_layout.instances(ok(vllm_layout="2x4", vllm_layout_first_port=7000))] == [7000, 7001]
 
 
 def test_a_shorthand_that_does_not_fit_the_board_is_refused_with_the_groups_that_do():
@@ -139,7 +139,7 @@ def test_the_port_of_an_exporter_is_checked_without_a_layout_too():
 def test_a_host_without_gpus_lists_cpu_bound_instances():
     settings = ok(gpu_profile=None, vllm_layout=[{"name": "a", "gpus": [], "port": 8001, "cpus": "0"},
                                                  {"name": "b", "gpus": [], "port": 8002, "cpus": "1"}])
-    assert [i.cpus for i in layout.instances(settings)] == ["0", "1"]
+    assert [i.cpus for i in vllm_layout.instances(settings)] == ["0", "1"]
     assert "this host has no GPU profile" in refused(
         gpu_profile=None, vllm_layout=[{"name": "a", "gpus": [0], "port": 8001}])
 
@@ -155,29 +155,29 @@ def test_the_binding_is_the_numa_node_of_the_gpus_or_the_cpus_given():
     settings = ok(vllm_layout="4x2")
     profile = settings.gpu_profiles[settings.gpu_profile]
     nodes = {0: "0-19,40-59", 1: "20-39,60-79"}
-    a, _, c, _ = layout.instances(settings)
-    assert layout.binding(a, profile, nodes) == layout.Binding(cpus="0-19,40-59", nodes="0")
-    assert layout.binding(c, profile, nodes) == layout.Binding(cpus="20-39,60-79", nodes="1")
-    cpu_bound = layout.instances(ok(gpu_profile=None, vllm_layout=[{"name": "a", "gpus": [], "port": 8001,
+    a, _, c, _ = vllm_layout.instances(settings)
+    assert vllm_layout.binding(a, profile, nodes) == vllm_layout.Binding(cpus="0-19,40-59", nodes="0")
+    assert vllm_layout.binding(c, profile, nodes) == vllm_layout.Binding(cpus="20-39,60-79", nodes="1")
+    cpu_bound = vllm_layout.instances(ok(gpu_profile=None, vllm_layout=[{"name": "a", "gpus": [], "port": 8001,
                                                                     "cpus": "1"}]))[0]
-    assert layout.binding(cpu_bound, None, {0: "0-1"}) == layout.Binding(cpus="1", nodes="0")
+    assert vllm_layout.binding(cpu_bound, None, {0: "0-1"}) == vllm_layout.Binding(cpus="1", nodes="0")
     # a profile that does not say where its GPUs are: not bound
     pcie = ok(gpu_profile="v100_pcie_32gb_x8", vllm_layout=[{"name": "a", "gpus": [0, 1], "port": 8001}])
-    assert layout.binding(layout.instances(pcie)[0], pcie.gpu_profiles["v100_pcie_32gb_x8"], nodes) is None
+    assert vllm_layout.binding(vllm_layout.instances(pcie)[0], pcie.gpu_profiles["v100_pcie_32gb_x8"], nodes) is None
 
 
 def test_cpus_the_host_lacks_are_named_at_deploy():
-    inst = layout.instances(ok(gpu_profile=None, vllm_layout=[{"name": "a", "gpus": [], "port": 8001,
+    inst = vllm_layout.instances(ok(gpu_profile=None, vllm_layout=[{"name": "a", "gpus": [], "port": 8001,
                                                                "cpus": "1-3"}]))
-    assert layout.binding_problems("lab-c1", inst, {0: "0-1"}) == [
+    assert vllm_layout.binding_problems("lab-c1", inst, {0: "0-1"}) == [
         "vllm_layout[0] (a).cpus = '1-3': CPUs 2-3 are not on lab-c1 (its NUMA nodes hold 0-1) (fix: CPUs the "
         "host has)"]
 
 
 @pytest.mark.parametrize("text,cpus", [("0-3,8", [0, 1, 2, 3, 8]), ("5", [5]), ("0-1,1-2", [0, 1, 2]), ("", [])])
 def test_cpu_lists_read_and_written_as_the_kernel_does(text, cpus):
-    assert layout.parse_cpulist(text) == cpus
-    assert layout.parse_cpulist(layout.format_cpulist(cpus)) == cpus
+    assert vllm_layout.parse_cpulist(text) == cpus
+    assert vllm_layout.parse_cpulist(vllm_layout.format_cpulist(cpus)) == cpus
 
 
 def test_the_front_door_balances_over_the_instances_and_holds_no_secret(tmp_path):

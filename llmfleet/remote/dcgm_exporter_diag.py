@@ -1,8 +1,8 @@
 """DCGM's diagnostics on this host (python3, standard library only): `dcgmi diag -r LEVEL -j`,
 stopped after TIMEOUT_S. Prints one JSON object: {"level", "rc", "seconds", "json": dcgmi's JSON}
-or {"error": why it gave none}. Read by llmfleet/dcgm.py.
+or {"error": why it gave none}. Read by llmfleet/dcgm_exporter.py.
 
-    python3 dcgm_diag.py LEVEL TIMEOUT_S
+    python3 dcgm_exporter_diag.py LEVEL TIMEOUT_S
 
 dcgmi talks to DCGM's host engine (nvidia-dcgm.service, installed by the dcgm_exporter component);
 without one it starts an embedded engine. The diagnostics load the GPUs (level 3 for about 15

@@ -1,5 +1,5 @@
 """A host's GPU interconnect in one JSON object: `nvidia-smi topo -m` as printed (parsed on the
-control machine: llmfleet/interconnect.py), each GPU's NUMA node from sysfs, and peer-to-peer
+control machine: llmfleet/gpu_interconnect.py), each GPU's NUMA node from sysfs, and peer-to-peer
 access between every pair of GPUs through PyTorch: whether CUDA allows it, and a 64 MiB copy
 from one GPU to the other that must arrive intact (with its bandwidth, for the report).
 

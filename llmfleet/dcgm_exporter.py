@@ -1,5 +1,9 @@
-"""DCGM's diagnostics, read: the JSON of `dcgmi diag -r LEVEL -j` (run on the host by
-llmfleet/remote/dcgm_diag.py) as per-GPU results of each test, and what fails. Pure: no I/O.
+"""dcgm_exporter as data: DCGM's and dcgm-exporter's packages, unit and counters file (the deploy,
+operations/dcgm_exporter.py, writes what they render; verify/test_dcgm_exporter.py compares the host
+with the same rendering), and DCGM's diagnostics read. Pure: no I/O.
+
+The diagnostics: the JSON of `dcgmi diag -r LEVEL -j` (run on the host by
+llmfleet/remote/dcgm_exporter_diag.py) as per-GPU results of each test, and what fails.
 
 The shape (DCGM 4, dcgmi/Diag.cpp HelperJsonBuildOutput; names in nvvs/include/NvvsJsonStrings.h;
 ../shared/facts/gpu-generations.md section 3):
@@ -22,6 +26,13 @@ test is not a pass (DCGM issue #55: above level 1, tests skip on a SKU DCGM does
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from llmfleet import templates
+from llmfleet.addresses import listen
+
+if TYPE_CHECKING:
+    from llmfleet.schema import Settings
 
 PASS = "Pass"
 GPU_GROUP = "GPU"  # DcgmFieldsGetEntityGroupString(DCGM_FE_GPU)
@@ -129,3 +140,54 @@ def describe(diag: Diag) -> str:
     rows = [f"GPU {g}: " + ", ".join(f"{t} {s}" for t, s in tests.items()) for g, tests in diag.per_gpu().items()]
     head = f"DCGM {diag.version or '?'}, driver {diag.driver or '?'}"
     return "\n".join([head, *rows])
+
+
+# DCGM 4 (DCGM cmake/packaging.cmake: datacenter-gpu-manager-4-core, -4-cuda<major>; epoch 1)
+DCGM_PACKAGES = ("datacenter-gpu-manager-4-core", "datacenter-gpu-manager-4-cuda{cuda_major}")
+DCGM_DEB_VERSION = "1:{version}-1"
+DCGM_SERVICE = "nvidia-dcgm.service"  # DCGM config-files/systemd/nvidia-dcgm.service.in (nv-hostengine)
+DCGM_HOSTENGINE = "localhost:5555"  # DCGM dcgm_structs.h DCGM_HE_PORT_NUMBER 5555
+# dcgm-exporter: its unit's name (dcgm-exporter packaging/config-files/systemd/nvidia-dcgm-exporter.service);
+# llmfleet writes the whole unit in /etc/systemd/system, which takes precedence over a package's
+EXPORTER_SERVICE = "nvidia-dcgm-exporter.service"
+EXPORTER_UNIT_PATH = f"/etc/systemd/system/{EXPORTER_SERVICE}"
+EXPORTER_COUNTERS = "/etc/dcgm-exporter/llmfleet-counters.csv"
+EXPORTER_PACKAGE_BINARY = "/usr/bin/dcgm-exporter"  # where the package (and the archive's tree) puts it
+EXPORTER_ARCHIVE_ROOT = "/opt/llmfleet/dcgm-exporter"  # <root>/<version>/ holds an unpacked release archive
+EXPORTER_ARCHIVE_CACHE = "/var/cache/llmfleet"
+
+
+def dcgm_packages(settings: Settings) -> dict[str, str]:
+    """{package: exact Debian version} of DCGM, and of dcgm-exporter where it comes as NVIDIA's package."""
+    cuda_major = settings.cuda_toolkit_version.split(".")[0]
+    packages = {name.format(cuda_major=cuda_major): DCGM_DEB_VERSION.format(version=settings.dcgm_version)
+                for name in DCGM_PACKAGES}
+    if settings.dcgm_exporter_package is not None:
+        packages[settings.dcgm_exporter_package.name] = settings.dcgm_exporter_package.version
+    return packages
+
+
+def exporter_binary(settings: Settings) -> str:
+    archive = settings.dcgm_exporter_archive
+    if settings.dcgm_exporter_package is not None or archive is None:
+        return EXPORTER_PACKAGE_BINARY
+    return f"{EXPORTER_ARCHIVE_ROOT}/{archive.version}{EXPORTER_PACKAGE_BINARY}"
+
+
+def exporter_command(settings: Settings) -> list[str]:
+    """dcgm-exporter's command line: our counters, the address from group data, DCGM's host engine
+    (nvidia-dcgm.service) instead of an engine of its own (without -r it embeds one: dcgm-exporter
+    pkg/cmd/app.go, UseRemoteHE only when the flag is given)."""
+    return [exporter_binary(settings), "-f", EXPORTER_COUNTERS,
+            "-a", listen(settings.dcgm_exporter_address, settings.host_service_ports["dcgm_exporter"]),
+            "-r", DCGM_HOSTENGINE, "-c", str(settings.dcgm_exporter_interval_ms)]
+
+
+def exporter_unit(settings: Settings) -> str:
+    return templates.render("dcgm_exporter", "nvidia-dcgm-exporter.service.j2",
+                            command=" ".join(exporter_command(settings)))
+
+
+def counters_csv(settings: Settings) -> str:
+    return templates.render("dcgm_exporter", "llmfleet-counters.csv.j2",
+                            counters=settings.dcgm_exporter_counters)

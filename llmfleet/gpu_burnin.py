@@ -1,6 +1,5 @@
-"""The GPU burn-in and the CUDA smoke test, judged: what llmfleet/remote/gpu_burnin.py and
-gpu_smoke.py report (results, and NVML's readings during the run) against a GPU profile and the
-burn-in settings. Pure: no I/O.
+"""The GPU burn-in, judged: what llmfleet/remote/gpu_burnin.py reports (results, and NVML's readings
+during the run) against a GPU profile and the burn-in settings. Pure: no I/O.
 
 A GPU fails the burn-in with: an error or no answer, a wrong element in any product (or a known
 result that the CPU did not confirm), a mean below gpu_burnin_min_tflops_fraction x the profile's
@@ -151,24 +150,3 @@ def describe(result: dict, limits: Limits | None = None) -> str:
 
 def _v(x: object) -> str:
     return "-" if x is None else str(x)
-
-
-def smoke_problems(result: dict, count: int) -> list[str]:
-    """The CUDA smoke test's failures, per GPU: `GPU i: check: expected ok, actual ...`."""
-    if result.get("error"):
-        return [f"CUDA smoke test: expected to run, actual: {result['error']}"]
-    out = []
-    gpus = result.get("gpus", [])
-    if len(gpus) != count:
-        out.append(f"CUDA smoke test: GPUs: expected {count}, actual {len(gpus)}")
-    seen = {g.get("device_count") for g in gpus if g.get("device_count") is not None}
-    if seen and seen != {len(gpus)}:
-        out.append(f"CUDA smoke test: GPUs PyTorch sees: expected {len(gpus)} (NVML's), actual "
-                   f"{', '.join(map(str, sorted(seen)))}")
-    for g in gpus:
-        if g.get("error"):
-            out.append(f"GPU {g['index']}: CUDA: expected to compute, actual: {g['error']}")
-            continue
-        out += [f"GPU {g['index']}: CUDA {name}: expected ok, actual {state}"
-                for name, state in g["checks"].items() if state != "ok"]
-    return out

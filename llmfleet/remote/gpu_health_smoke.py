@@ -2,7 +2,7 @@
 and compute, each compared with the known result. Prints one JSON object; each GPU's checks and
 errors are its own. Run with the vLLM environment's python (torch, nvidia-ml-py).
 
-    python3 gpu_smoke.py TIMEOUT_S [BACKEND WORLD]
+    python3 gpu_health_smoke.py TIMEOUT_S [BACKEND WORLD]
 
 BACKEND is cuda (every GPU NVML lists) or cpu with WORLD processes: the same code path on a host
 without GPUs. Per GPU (one process each, forked before CUDA starts, so a GPU that hangs or breaks

@@ -3,7 +3,7 @@ and with how many links, which go over PCIe, each GPU's NUMA node, peer-to-peer 
 bus bandwidth of an all-reduce across all GPUs.
 
 Pure functions on what the host reported (`nvidia-smi topo -m` as printed, llmfleet/remote's JSON),
-so they are tested on the CPU with real outputs (tests/unit/test_interconnect.py); the verify
+so they are tested on the CPU with real outputs (tests/unit/test_gpu_interconnect.py); the verify
 suite (verify/test_gpu_interconnect.py) reads the host and calls them.
 """
 

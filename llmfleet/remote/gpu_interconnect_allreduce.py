@@ -1,7 +1,7 @@
 """An all-reduce across every GPU of the host, one process per GPU (PyTorch distributed over NCCL),
 at each size asked: the right sum, and the time per operation. Prints one JSON object.
 
-    python3 gpu_allreduce.py SIZES_MIB ITERS WARMUP TIMEOUT_S [BACKEND WORLD]
+    python3 gpu_interconnect_allreduce.py SIZES_MIB ITERS WARMUP TIMEOUT_S [BACKEND WORLD]
 
 SIZES_MIB is comma-separated (e.g. 1,4,16,64,256,1024). BACKEND is nccl (the GPUs) or gloo with
 WORLD processes on the CPU: the same code path on a host without GPUs (the lab's test of it).

@@ -19,7 +19,7 @@ import string
 from typing import TYPE_CHECKING
 
 from llmfleet.schema import VllmInstance
-from llmfleet.vllm_service import UNIT_NAME, Binding
+from llmfleet.vllm import UNIT_NAME, Binding
 
 if TYPE_CHECKING:
     from llmfleet.schema import GpuProfile, Settings
