@@ -211,7 +211,7 @@ def layout_cmd(inventory: str, limit: tuple[str, ...], data: tuple[str, ...]) ->
             continue
         if not settings.vllm_enabled:
             continue
-        profile = settings.gpu_profiles.get(settings.gpu_profile) if settings.gpu_profile else None
+        profile = settings.profile
         for path in precision_paths(settings):  # the kernels its quantization and fp8 KV cache get
             wide.print(f"{h['name']}: {path}", highlight=False)
         instances = vllm_layout.instances(settings)

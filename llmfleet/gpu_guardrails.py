@@ -20,15 +20,9 @@ def driver_branch(version: str) -> int:
     return int(version.split(".", 1)[0])
 
 
-def profile_of(settings: Settings) -> GpuProfile | None:
-    if settings.gpu_profile is None:
-        return None
-    return settings.gpu_profiles[settings.gpu_profile]
-
-
 def app_clocks(settings: Settings) -> AppClocks | None:
     """The clocks to apply: `gpu_app_clocks`, or the profile's when that is None."""
-    profile = profile_of(settings)
+    profile = settings.profile
     if profile is None:
         return None
     if profile.app_clocks is None:
@@ -266,8 +260,8 @@ def precision_problems(settings: Settings, profile: GpuProfile) -> list[str]:
 def precision_paths(settings: Settings) -> list[str]:
     """Which path the host's quantization and KV cache take in the pinned vLLM on its GPUs, in words
     (`llmfleet layout` and the deploy print them). Empty without a GPU profile, or with neither."""
-    profile = profile_of(settings)
-    if profile is None or settings.gpu_profile not in settings.gpu_profiles:
+    profile = settings.profile
+    if profile is None:
         return []
     gpu = _describe_gpu(settings, profile)
     cc, version = profile.compute_capability, settings.vllm_version
@@ -328,7 +322,7 @@ def guardrails(settings: Settings) -> list[str]:
     if settings.gpu_profile is not None and settings.gpu_profile not in settings.gpu_profiles:
         return [_bad("gpu_profile", settings.gpu_profile, "no such profile in gpu_profiles",
                      f"one of {', '.join(sorted(settings.gpu_profiles))}, or add the profile to gpu_profiles")]
-    profile = profile_of(settings)
+    profile = settings.profile
     if profile is None:
         return []  # a host without GPUs: nothing GPU-specific to check
     return [problem for topic in TOPICS for problem in topic(settings, profile)]

@@ -195,7 +195,7 @@ def render(inventory: str, hosts: Mapping[str, tuple]) -> dict[str, str]:
     if gpu_hosts:
         profiles = {}
         for h in gpu_hosts.values():
-            profile = h.settings.gpu_profiles.get(h.settings.gpu_profile or "")
+            profile = h.settings.profile
             if profile is not None:
                 profiles[h.settings.gpu_profile] = profile.count
         parts = _partition(gpu_hosts, lambda s: (s.gpu_alerts.model_dump(), s.monitoring_alert_for))

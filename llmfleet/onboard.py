@@ -140,7 +140,7 @@ def preflight_checks(inventory: str, host: str, settings, log=print) -> tuple[li
     if (pre["os"], pre["os_version"]) not in SUPPORTED_OS:
         problems.append(f"OS {pre['os']} {pre['os_version']} is not supported (supported: "
                         f"{', '.join(f'{o} {v}' for o, v in sorted(SUPPORTED_OS))})")
-    profile = settings.gpu_profiles.get(settings.gpu_profile) if settings.gpu_profile else None
+    profile = settings.profile
     gpus = fp.get("gpus", [])
     if profile:
         if len(gpus) != profile.count:

@@ -452,6 +452,12 @@ class Settings(BaseModel):
     onboard_min_free_gb: PositiveInt
     acceptance_tolerance: Annotated[float, Field(gt=0, lt=1)]
 
+    @property
+    def profile(self) -> GpuProfile | None:
+        """The host's GPU profile (gpu_profiles[gpu_profile]); None on a host without GPUs, or while
+        gpu_profile names no profile (validation refuses that: llmfleet/gpu_guardrails.py)."""
+        return self.gpu_profiles.get(self.gpu_profile) if self.gpu_profile is not None else None
+
 
 class SettingsError(ValueError):
     """Group data that cannot be deployed; the message names host, setting, value and fix."""

@@ -83,9 +83,9 @@ def validate(host_name: str, data: dict[str, Any]) -> Settings:
 
 def interconnect_problems(settings: Settings) -> list[str]:
     """An all-reduce threshold at a size the check does not measure could never be checked."""
-    if settings.gpu_profile is None or settings.gpu_profile not in settings.gpu_profiles:
+    profile = settings.profile
+    if profile is None:
         return []
-    profile = settings.gpu_profiles[settings.gpu_profile]
     missing = sorted(set(profile.allreduce_min_busbw_gbs) - set(settings.gpu_allreduce_sizes_mib))
     if not missing:
         return []

@@ -156,7 +156,7 @@ def systemd_quote(word: str) -> str:
 
 def fabric_manager_host(settings: Settings) -> bool:
     """Whether the host's GPU profile has NVSwitches: its vLLM units order after Fabric Manager."""
-    profile = settings.gpu_profiles.get(settings.gpu_profile) if settings.gpu_profile else None
+    profile = settings.profile
     return profile is not None and profile.fabric_manager
 
 

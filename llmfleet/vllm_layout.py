@@ -57,12 +57,6 @@ def format_cpulist(cpus) -> str:
     return ",".join(out)
 
 
-def _profile(settings: Settings) -> GpuProfile | None:
-    if settings.gpu_profile is None:
-        return None
-    return settings.gpu_profiles.get(settings.gpu_profile)
-
-
 def nvlinked(profile: GpuProfile, group) -> bool:
     """Whether every pair of the group is NVLink-connected in the profile (always, on a profile
     without NVLink pairs: its GPUs talk over PCIe anyway, and nothing better is there)."""
@@ -147,7 +141,7 @@ def instances(settings: Settings) -> list[VllmInstance] | None:
     if layout is None:
         return None
     if isinstance(layout, str):
-        return derive(layout, _profile(settings), settings.vllm_layout_first_port, settings.vllm_layout_numa_span)
+        return derive(layout, settings.profile, settings.vllm_layout_first_port, settings.vllm_layout_numa_span)
     return list(layout)
 
 
@@ -193,7 +187,7 @@ def problems(settings: Settings) -> list[str]:
         if value is not None:
             out.append(_bad(f"vllm_flags.{flag}", value, "the layout sets it for each instance from its GPUs",
                             f"leave it out of vllm_flags ('{flag}': None) and size the instances in vllm_layout"))
-    profile = _profile(settings)
+    profile = settings.profile
     names = [i.name for i in layout]
     for name in sorted({n for n in names if names.count(n) > 1}):
         out.append(_bad("vllm_layout", name, "two instances have this name", "give each instance its own name"))

@@ -17,7 +17,6 @@ from pyinfra.operations import systemd
 
 from llmfleet import fabric_manager as fm
 from llmfleet.facts import NvidiaHost
-from llmfleet.gpu_guardrails import profile_of
 from llmfleet.settings import Settings
 from operations.nvidia_driver import say, skipped
 
@@ -54,7 +53,7 @@ def configure(settings: Settings, driver_reboot: list[str]):
     """The Fabric Manager service after the driver's transaction (see the module's docstring)."""
     if skipped(settings, "fabric_manager"):
         return
-    profile = profile_of(settings)
+    profile = settings.profile
     assert profile is not None and settings.gpu_profile is not None  # skipped() is True otherwise
     if not profile.fabric_manager:
         say(f"fabric_manager: skipped: profile {settings.gpu_profile} has no NVSwitch (nvswitches 0): Fabric Manager "

@@ -17,7 +17,7 @@ from pyinfra.operations import apt, files, server
 
 from llmfleet import fabric_manager, templates
 from llmfleet.facts import NvidiaHost
-from llmfleet.gpu_guardrails import driver_branch, profile_of
+from llmfleet.gpu_guardrails import driver_branch
 from llmfleet.settings import Settings
 from operations import apt_installed
 
@@ -79,7 +79,7 @@ def say(why: str) -> None:
 def skip_reason(settings: Settings, component: str) -> str | None:
     """Why the NVIDIA components do nothing on this host (None: they run)."""
     facts = host.get_fact(NvidiaHost)
-    profile = profile_of(settings)
+    profile = settings.profile
     if not facts["pci_gpus"]:
         why = f"{component}: skipped: no NVIDIA GPU on this host (no PCI display device of vendor 0x10de)"
         if profile is not None:
@@ -229,7 +229,7 @@ def fabric_packages(settings: Settings, facts: dict) -> tuple[dict[str, str], li
     """Fabric Manager's packages at the driver's version where the profile has NVSwitches (empty
     otherwise), and the installed ones of another branch's name they replace. A profile that does not
     match the NVSwitches on the host's PCI bus stops the deploy here, before any change."""
-    profile = profile_of(settings)
+    profile = settings.profile
     assert profile is not None and settings.gpu_profile is not None  # skipped() returned before otherwise
     problems = fabric_manager.host_problems(host.name, settings.gpu_profile, profile.nvswitches,
                                             len(facts["pci_nvswitches"]))

@@ -51,7 +51,7 @@ from pyinfra.operations import files, server, systemd
 
 from llmfleet import frontdoor, roll, vllm, vllm_layout
 from llmfleet.facts import NumaNodes, PortHolders, VllmEnvironment, VllmFlags, VllmState, python_script
-from llmfleet.gpu_guardrails import precision_paths, profile_of
+from llmfleet.gpu_guardrails import precision_paths
 from llmfleet.schema import VllmInstance
 from llmfleet.settings import Settings
 
@@ -618,7 +618,7 @@ def serve(settings: Settings, gpu: bool):
 # ------------------------------------------------------------------------------------------------
 def unit_texts(settings: Settings, gpu: bool, instances: list[VllmInstance], node_cpus: dict) -> dict[str, str]:
     """Each instance's rendered unit, by unit name, bound to its NUMA node (fact NumaNodes)."""
-    profile = profile_of(settings)
+    profile = settings.profile
     return {i.unit_name: vllm.render_unit(settings, gpu, i, vllm_layout.binding(i, profile, node_cpus))
             for i in instances}
 

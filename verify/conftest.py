@@ -127,9 +127,7 @@ def is_container(host) -> bool:
 def gpu_profile(settings):
     """The host's GPU profile; a host whose data says it has no GPU skips the GPU checks (and
     test_gpu_health.py::test_no_unexpected_gpu proves it has none)."""
-    from llmfleet.gpu_guardrails import profile_of
-
-    profile = profile_of(settings)
+    profile = settings.profile
     if profile is None:
         pytest.skip("gpu_profile is None in this host's data: a host without GPUs")
     return profile

@@ -3,7 +3,6 @@ that catch a card in an x8 slot, NVLink down, ECC trouble, Xid errors, and a PyT
 kernels for the GPU. Each failure names host, GPU index, expected and actual."""
 
 from llmfleet import gpu_health
-from llmfleet.gpu_guardrails import profile_of
 from llmfleet.gpu_health import kernels_that_run
 from verify.helpers import expect, expect_each, read_files, run_remote
 
@@ -14,7 +13,7 @@ def _gpus(gpu_state) -> list[dict]:
 
 def test_pci_gpu_count(host, host_name, settings):
     """NVIDIA GPUs on the PCI bus, whether or not a driver sees them (0 for gpu_profile None)."""
-    profile = profile_of(settings)
+    profile = settings.profile
     found = run_remote(host, "pci_gpus")
     expect(host_name, f"NVIDIA GPUs on PCI (gpu_profile {settings.gpu_profile})",
            profile.count if profile else 0, len(found))

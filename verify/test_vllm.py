@@ -8,7 +8,6 @@ GPUs only and runs on its CPUs and memory node (verify/test_frontdoor.py checks 
 import pytest
 
 from llmfleet import compat, monitoring, vllm, vllm_layout, vllm_logs
-from llmfleet.gpu_guardrails import profile_of
 from verify.helpers import expect, run_remote
 
 
@@ -117,7 +116,7 @@ def test_each_instance_sees_its_gpus_and_runs_on_its_numa_node(host, host_name, 
         seen = [e.split("=", 1)[1] for e in environ if e.startswith("CUDA_VISIBLE_DEVICES=")]
         expect(host_name, f"{unit}: CUDA_VISIBLE_DEVICES of its process",
                [",".join(map(str, inst.gpus))] if inst.gpus else [], seen)
-        bound = vllm_layout.binding(inst, profile_of(settings), node_cpus)
+        bound = vllm_layout.binding(inst, settings.profile, node_cpus)
         status = dict(line.split(":\t", 1) for line in host.run("cat /proc/%s/status", pid).stdout.splitlines()
                       if ":\t" in line)
         policy = host.run("grep -m1 -o ' bind:[0-9,-]*' /proc/%s/numa_maps", pid).stdout.strip()

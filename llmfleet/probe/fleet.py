@@ -57,7 +57,7 @@ def target_of(host: str, settings, address: str) -> Target:
     source = settings.vllm_model.source if settings.vllm_model else ""
     local = Path(source.removeprefix("file://")) if source.startswith("file://") else None
     tokenizer = local if local and (local / "tokenizer.json").is_file() else None
-    profile = settings.gpu_profiles.get(settings.gpu_profile) if settings.gpu_profile else None
+    profile = settings.profile
     tp = settings.vllm_flags.get("tensor-parallel-size", 1)
     baseline = None
     if settings.probe_baseline_file:
