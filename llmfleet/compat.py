@@ -1,7 +1,9 @@
 """What runs on which GPU: the one table the compatibility guardrails read.
 
 Every row carries its source. A new vLLM or PyTorch release is one row here; a new GPU model is a
-profile in group data (`gpu_profiles`). Facts: ../shared/facts/v100-vllm.md.
+profile in group data (`gpu_profiles`). The sources: vLLM's released wheels and sdists on PyPI (their
+code and the architectures compiled into `_C.abi3.so`), NVIDIA's documentation and the upstream issues
+and pull requests each row names.
 """
 
 from __future__ import annotations
@@ -39,7 +41,8 @@ class VllmRelease:
 
 
 # Source: compiled architectures of `_C.abi3.so` in each released wheel, 0.4.3 to 0.33.0, and
-# vLLM's `engine/arg_utils.py` / `platforms/cuda.py` per version (../shared/facts/v100-vllm.md).
+# vLLM's `engine/arg_utils.py` / `platforms/cuda.py` per version (V1 refusing compute capability
+# < 8.0: 0.10.0 `engine/arg_utils.py`; V1 on sm_70: the 0.10.2 release notes).
 VLLM_RELEASES: tuple[VllmRelease, ...] = (
     VllmRelease("0.4.3", "0.10.1", 7.0, "V0", True, None,
                 "wheels carry sm_70, V1 refuses compute capability < 8.0 up to 0.10.1, so Volta runs V0, "
@@ -66,7 +69,7 @@ class TorchRelease:
 
 
 # Source: pytorch/pytorch release matrix; checked on hardware: torch 2.11.0+cu130 reports
-# ['sm_75', 'sm_80', 'sm_86', 'sm_90', 'sm_100', 'sm_120'] (the lent H200, 2026-11-29).
+# ['sm_75', 'sm_80', 'sm_86', 'sm_90', 'sm_100', 'sm_120'] (read on an H200).
 # The verify suite checks `torch.cuda.get_arch_list()` on every host, whatever this table says.
 TORCH_RELEASES: tuple[TorchRelease, ...] = (
     TorchRelease("1.0", "2.11.0", True, "default CUDA builds up to 2.10 include sm_70"),
@@ -100,8 +103,9 @@ class QuantizationRule:
 
 
 _Q19 = "vLLM 0.19.1 model_executor/layers/quantization/"
-# Source: `get_min_capability` of each method, read in the released code (../shared/facts/v100-vllm.md
-# for 0.4.3 to 0.33.0; ../shared/facts/gpu-generations.md section 4 and the 0.19.1 sdist for the rest).
+# Source: `get_min_capability` of each method, read in the released code: every wheel from 0.4.3 to
+# 0.33.0 on PyPI for gptq, awq and Marlin; the 0.19.1 sdist and the 0.33.0 wheel for the rest (the
+# file and line in each row).
 # A method with no row for a version is refused as unknown (llmfleet cannot say where it runs).
 QUANTIZATION_RULES: tuple[QuantizationRule, ...] = (
     QuantizationRule("gptq", "0.4.3", None, 6.0, _Q19 + "gptq.py:136 (60); the same in every version 0.4.3 to "
@@ -184,8 +188,9 @@ _TRITON_FAILS = ("Triton cannot compile an fp8 (fp8e4nv) cache below SM89: 'fp8e
                  "CUDA arch < 89' (vLLM issues #7714, #26431)")
 # The order vLLM tries them in for a model without MLA on every GPU but compute capability 10.x
 # (platforms/cuda.py:51-113 in 0.19.1), and what each takes. Read in the 0.19.1 sdist; 0.24.0 to 0.33.0
-# from ../shared/facts/gpu-generations.md section 4 and vLLM issue #47549 (FlashInfer's fp8 KV cache
-# no longer offered on SM75 from 0.24.0). Versions outside these rows: the path is not known here.
+# in the 0.33.0 wheel (v1/attention/backends/fa_utils.py:282-312, flashinfer.py:696, triton_attn.py)
+# and vLLM issue #47549 (FlashInfer's fp8 KV cache no longer offered on SM75 from 0.24.0). Versions
+# outside these rows: the path is not known here.
 ATTENTION_BACKENDS: tuple[AttentionBackend, ...] = (
     # FLASH_ATTN accepts every fp8* name where FlashAttention 3 runs (SM90), but its kernels take
     # e4m3 only: get_fp8_dtype_for_flashattn raises "Unrecognized FP8 dtype" for fp8_e5m2
@@ -206,7 +211,7 @@ ATTENTION_BACKENDS: tuple[AttentionBackend, ...] = (
     AttentionBackend("FLASHINFER", "0.24.0", "0.33.1", 8.0, 12.1, _FP8_KV, None, _FP8_KV, None, "",
                      "0.33.0 flashinfer.py:696 (cc 8.0 to 12.1); SM75 dropped in 0.24.0 (vLLM issue #47549)"),
     AttentionBackend("TRITON_ATTN", "0.24.0", "0.33.1", 0.0, None, _FP8_KV, None, _FP8_KV, (8.9, 99.0),
-                     _TRITON_FAILS, "0.33.0 triton_attn.py (../shared/facts/v100-vllm.md)"),
+                     _TRITON_FAILS, "vLLM 0.33.0 v1/attention/backends/triton_attn.py"),
 )
 
 
@@ -263,7 +268,8 @@ GENERATIONS: tuple[Generation, ...] = (
     Generation("Maxwell", 5.0, 5.3, "unsupported", 580, 12, f"{_KMOD}; {_LEGACY}"),
     Generation("Pascal", 6.0, 6.2, "unsupported", 580, 12, f"{_KMOD}; {_LEGACY}"),
     Generation("Volta", 7.0, 7.2, "unsupported", 580, 12,
-               f"{_KMOD}; R580 the last branch and CUDA 12 the last toolkit for Volta (../shared/facts/v100-vllm.md)"),
+               f"{_KMOD}; R580 the last branch and CUDA 12 the last toolkit for Volta (NVIDIA's CUDA toolkit, "
+               "driver and architecture matrix, docs.nvidia.com/datacenter/tesla/drivers/)"),
     Generation("Turing", 7.5, 7.5, "recommended", None, None, _OPEN),
     Generation("Ampere", 8.0, 8.7, "recommended", None, None, _OPEN),
     Generation("Ada Lovelace", 8.9, 8.9, "recommended", None, None, _OPEN),
@@ -310,7 +316,10 @@ def known_vllm_range() -> str:
 
 # vLLM flags that are misspelt, removed or never existed, found in group data before any host is
 # touched: name -> (first version that has it or None, first version without it or None, fix).
-# Source: ../shared/facts/v100-vllm.md ("vLLM flags, by version"; "Wrong claims in the design notes").
+# Source: the OpenAI server's argument parser (`vllm/engine/arg_utils.py`, later also `vllm/config/`) of
+# every vLLM release on PyPI from 0.4.3 to 0.33.0: none defines scheduler-policy, max-waiting-time,
+# ray-address or prefix-cache-capacity, though these names are passed around as vLLM options; Ray
+# takes its address from RAY_ADDRESS (ray.init, docs.ray.io).
 FLAG_FIXES: dict[str, tuple[str | None, str | None, str]] = {
     "scheduler-policy": (None, None, "the option is --scheduling-policy (fcfs|priority), from 0.6"),
     "max-waiting-time": (None, None, "no vLLM version has it; bound queueing with --max-num-seqs and the "
@@ -451,8 +460,10 @@ def option_rules(vllm_version: str) -> dict[str, OptionRule]:
 
 
 # Metric names the monitoring hand-off uses, by the vLLM version that exports them.
-# Source: ../shared/facts/v100-vllm.md ("vLLM metrics"); checked on the lab's vLLM 0.32.0 /metrics.
-# `vllm:engine_*` names of the design notes exist in no version.
+# Source: the metrics each released vLLM wheel defines (vllm/engine/metrics.py in V0,
+# vllm/v1/metrics/loggers.py in V1; gpu_cache_usage_perc's end: vLLM PR #18354); checked on the lab's
+# vLLM 0.32.0 /metrics. Names such as `vllm:engine_gpu_cache_usage_ratio` or
+# `vllm:engine_num_requests_waiting` exist in no version.
 METRICS: dict[str, tuple[tuple[str, str, str | None], ...]] = {
     # purpose: ((name, first version, first version without it), ...)
     "queue": (("vllm:num_requests_waiting", "0.4.0", None),),

@@ -6,7 +6,7 @@ The diagnostics: the JSON of `dcgmi diag -r LEVEL -j` (run on the host by
 llmfleet/remote/dcgm_exporter_diag.py) as per-GPU results of each test, and what fails.
 
 The shape (DCGM 4, dcgmi/Diag.cpp HelperJsonBuildOutput; names in nvvs/include/NvvsJsonStrings.h;
-../shared/facts/gpu-generations.md section 3):
+github.com/NVIDIA/DCGM at 72fa3fe, DCGM 4.6.0):
 
     {"DCGM Diagnostic": {"test_categories": [{"category": "Deployment",
         "tests": [{"name": "software", "results": [{"entity_group": "GPU", "entity_group_id": 1,
@@ -20,7 +20,7 @@ and on an error `{"DCGM Diagnostic": {"version": ..., "runtime_error": "..."}}`.
 "Skip" or "Fail" (a warning reads "Fail" in the JSON); a result that did not run is left out of the
 JSON altogether (Diag.cpp: "Don't record an entry for tests that weren't run"), so a test without
 results, or a GPU missing from a test's results, did not run there. Only Pass passes: a skipped
-test is not a pass (DCGM issue #55: above level 1, tests skip on a SKU DCGM does not list).
+test is not a pass (NVIDIA/DCGM#55: above level 1, tests skip on a SKU DCGM does not list).
 """
 
 from __future__ import annotations

@@ -288,8 +288,8 @@ def port_owners(settings: Settings) -> dict[int, tuple[str, set[str]]]:
 
 
 def held_port_problems(settings: Settings, holders: dict) -> list[str]:
-    """The ports the deploy is to listen on that another process holds on the host (the design
-    notes' pre-launch checklist: a port taken before the start fails the start, after the roll
+    """The ports the deploy is to listen on that another process holds on the host (checked before
+    anything is launched: a port taken before the start fails the start, after the roll
     has changed the host). `holders` is the PortHolders fact: {"<port>": [{"pid", "command", "unit"}]}."""
     problems = []
     for port, (setting, units) in sorted(port_owners(settings).items()):

@@ -13,7 +13,7 @@ counts):
   worker, weights and set-up. The CPU build's runner does not write it (vllm/v1/worker/cpu_model_runner.py
   0.32.0 load_model).
 
-Seen in the lab's journal (vLLM 0.32.0 CPU, 2026-12-02):
+Seen in the lab's journal (vLLM 0.32.0 CPU):
 "(EngineCore pid=4649) INFO 12-02 16:11:13 [default_loader.py:501] Loading weights took 0.01 seconds".
 """
 

@@ -3,7 +3,10 @@ dcgm-exporter (nvidia-dcgm-exporter.service) with group data's counters, both fr
 repository (configured by nvidia_driver) pinned and held like the driver; dcgm-exporter from its
 release archive (a URL in group data, checked by sha256) where the repository has no package.
 Nothing on a host without an NVIDIA GPU, and the output says why (install, configure, activate).
-What it renders: llmfleet/dcgm_exporter.py. Facts: ../shared/facts/gpu-generations.md section 3."""
+What it renders: llmfleet/dcgm_exporter.py. Sources: github.com/NVIDIA/DCGM (cmake/packaging.cmake: the
+datacenter-gpu-manager-4-* packages; config-files/systemd/nvidia-dcgm.service.in) and
+github.com/NVIDIA/dcgm-exporter (packaging/config-files/systemd/nvidia-dcgm-exporter.service,
+etc/default-counters.csv)."""
 
 from __future__ import annotations
 

@@ -80,7 +80,8 @@ def test_each_instance_carries_its_share_of_the_check_rate(host_name, host_data,
 
 
 def test_the_client_kept_the_schedule(host_name, settings, probed):
-    """A measurement is only valid if the client sent on time (benchmarking.md pitfall 1)."""
+    """A measurement is only valid if the client sent on time (a client that cannot keep up delivers
+    less than the target rate: vllm-project/vllm#21104, 183.5 QPS at a 200 target)."""
     _, rep = probed
     o = rep.trials[-1].overall
     lag, limit = o.lag_ms["p99"], settings.probe_max_client_lag_ms

@@ -87,7 +87,8 @@ def test_metrics_the_alerts_use_are_exported(host_name, settings, served):
         missing = [m for m in want if not ({m, m + "_bucket", m + "_total", m + "_count"} & exported)]
         expect(host_name, f"{unit}: metrics of vLLM {settings.vllm_version} the alert rules use, missing from "
                           "/metrics", [], missing)
-        # the design notes' names exist in no version (../shared/facts/v100-vllm.md)
+        # names passed around as vLLM metrics that no version defines (vllm/engine/metrics.py in V0,
+        # vllm/v1/metrics/loggers.py in V1, every release 0.4.3 to 0.33.0)
         invented = {"vllm:engine_gpu_cache_usage_ratio", "vllm:engine_num_requests_waiting",
                     "vllm:engine_request_wait_time_seconds"}
         expect(host_name, f"{unit}: invented metric names exported", [], sorted(invented & exported))

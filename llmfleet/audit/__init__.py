@@ -1,4 +1,4 @@
-"""Fleet drift audits (`llmfleet audit`), issue 7 (onboarding, `llmfleet onboard`: llmfleet/onboard.py).
+"""Fleet drift audits (`llmfleet audit`; onboarding, `llmfleet onboard`, is llmfleet/onboard.py).
 
 - ``model``: a Problem (host, kind, what, expected, actual, repair; its check id) and how values read.
 - ``testinfra``: testinfra URLs for inventory hosts (hosts and their data: llmfleet/inventory.py).

@@ -21,7 +21,7 @@ from llmfleet.inventory import limit_args, unmatched
 def dry_run_args(inventory: str, hosts: list[str], data: list[str] | None = None) -> list[str]:
     """The deploy's dry run, without `-y`: with it pyinfra skips computing which operations would
     change (State(check_for_changes=not yes)) and every host looks clean
-    (../shared/facts/pyinfra-testinfra.md). --dry never prompts."""
+    (pyinfra 3.10.0, pyinfra_cli/cli.py). --dry never prompts."""
     return [sys.executable, "-m", "pyinfra", inventory, "deploy.py", "--dry", "--json", *limit_args(hosts)] + \
         [a for kv in (data or []) for a in ("--data", kv)]
 

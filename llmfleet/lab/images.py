@@ -18,8 +18,8 @@ from llmfleet.errors import LabError
 from llmfleet.lab import sh
 from llmfleet.lab.config import LAB_UID, LAB_USER, LabPaths
 
-# shared/facts/lab-hosts.md: a minbase bookworm with systemd, sshd and python3 boots under
-# systemd-nspawn; a kernel package is added only for the VM image (it makes it ~740 MB).
+# A minbase bookworm (mmdebstrap --variant=minbase) with systemd, sshd and python3 boots under
+# `systemd-nspawn --boot`; a kernel package is added only for the VM image (it makes it ~740 MB).
 CONTAINER_PACKAGES = [
     "systemd", "systemd-sysv", "dbus", "openssh-server", "python3", "sudo",
     "iproute2", "udev", "kmod", "procps",
@@ -28,13 +28,13 @@ CONTAINER_PACKAGES = [
 # real server, and the lab boots the VM with what the VM's grub.cfg says (llmfleet/lab/supervise.py).
 VM_EXTRA_PACKAGES = ["linux-image-amd64", "e2fsprogs", "grub2-common"]
 # What the deploy would otherwise install on the VM under software emulation, where apt is slow:
-# in the test lab's first deploy (2026-12-01) base_packages took 231 s and chrony 64 s on the VM,
+# in a first deploy of the test lab base_packages took 231 s and chrony 64 s on the VM,
 # 23 s and 2 s on the containers, and every host waits for the VM at each operation. The VM is in
 # the lab for what needs a kernel of its own (grub and the kernel command line, reboots, sysctls,
 # modules, THP); installing packages is proven on the containers, which start from minbase
 # without these (group_data/all.py: base_packages). On the VM the deploy finds them installed.
 # The telemetry components' packages (node_exporter, log_forwarding) likewise, and model_storage's fio
-# (with its libraries, about 30 packages on a minbase: 7 s of dpkg on a container, 2026-12-02).
+# (with its libraries, about 30 packages on a minbase: 7 s of dpkg on a container).
 VM_PREINSTALLED = ["numactl", "pciutils", "python3-venv", "ca-certificates", "chrony",
                    "prometheus-node-exporter", "rsyslog", "fio"]
 

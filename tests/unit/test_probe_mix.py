@@ -1,5 +1,5 @@
 """`llmfleet probe mix`: a mix learnt from a request log by k-means on its lengths. A synthetic log
-with five known clusters (the design notes' shares) gets them back."""
+with five known clusters (the shares of probe_mix in group_data/all.py) gets them back."""
 
 from __future__ import annotations
 
