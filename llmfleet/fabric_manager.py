@@ -6,7 +6,9 @@ the host and decide with these.
 On an NVSwitch board (HGX A100, HGX H100/H800/H200, DGX-2) CUDA does not start until Fabric Manager
 has configured the NVSwitches and registered the GPUs: every CUDA program, vLLM's workers included,
 fails with error 802, "system not yet initialized". Fabric Manager runs only at exactly the loaded
-driver's version. Sources: docs/gpu-generations-sources.md section 3, ../shared/facts/gpu-generations.md section 2.
+driver's version. Sources: docs/gpu-generations-sources.md section 3 (the Fabric Manager user guide,
+docs.nvidia.com/datacenter/tesla/fabric-manager-user-guide/; error 802: dstackai/dstack#2348; the version
+rule: the READMEs of NVIDIA/apt-packaging-fabric-manager and NVIDIA/apt-packaging-libnvidia-nscq).
 """
 
 from __future__ import annotations

@@ -85,7 +85,7 @@ def test_application_clocks_on_a_gpu_without_them_are_refused():
             "(fix: gpu_app_clocks = None)") in msg
 
 
-# --- FP8: the design notes' advice (FP8 on H800) and the same data elsewhere ----------------------
+# --- FP8: FP8 weights and KV cache, as advised for H800, and the same data elsewhere -------------
 
 DESIGN_NOTES_FP8 = {"quantization": "fp8", "kv-cache-dtype": "fp8"}
 
@@ -233,7 +233,7 @@ def test_a_profile_that_contradicts_itself_is_refused(fields, expected):
         GpuProfile(**own_profile(**fields))
 
 
-# torch.cuda.get_arch_list() of the CUDA 13.0 build on the lent H200 (2026-11-29, llmfleet/compat.py)
+# torch.cuda.get_arch_list() of the CUDA 13.0 build, read on an H200 (llmfleet/compat.py)
 CU130 = ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"]
 
 

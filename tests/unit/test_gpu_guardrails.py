@@ -58,7 +58,8 @@ V100 = "Tesla V100-SXM2-32GB (compute capability 7.0, profile v100_sxm2_32gb_x8)
     ({"gpu_profile": "h200_141gb_x1", "flags": {"tensor-parallel-size": 1}, "nvidia_driver_flavour": "open",
       "nvidia_driver_version": "570.195.03", "cuda_toolkit_version": "13.0"},
      "cuda_toolkit_version = '13.0': CUDA 13 needs driver branch R580 or newer, nvidia_driver_version is R570"),
-    # clocks: the design notes' `nvidia-smi -ac 2505,1177` for V100
+    # clocks: `nvidia-smi -ac 2505,1177`, advised for V100 in places, is no pair a V100 supports: memory
+    # comes first and runs at 877 MHz only (a V100-SXM2-32GB's nvidia-smi -q in NVIDIA/nvidia-docker#1076)
     ({"gpu_app_clocks": {"memory": 2505, "graphics": 1177}},
      "gpu_app_clocks = {'memory': 2505, 'graphics': 1177}: not a supported application clock pair of "
      "Tesla V100-SXM2-32GB (memory 877 MHz with graphics 135-1530 MHz). The memory clock comes first "

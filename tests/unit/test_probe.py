@@ -182,7 +182,7 @@ def test_the_sla_is_lost_for_sure_once_too_many_requests_are_late():
     assert "more than the 0 P95 E2E allows, so it cannot hold" in reason or "so it cannot hold" in reason
 
 
-# ---- ceiling (../shared/facts/benchmarking.md) ----------------------------------------------------
+# ---- ceiling (decode reads every weight byte once per step: llmfleet/probe/ceiling.py) ------------
 
 def test_ceiling_reproduces_the_facts_file_llama2_13b_example():
     shape = ceiling.ModelShape(weight_bytes=26_000_000_000, layers=40, hidden=5120, kv_heads=40, heads=40,

@@ -56,7 +56,7 @@ def test_missing_default_is_reported():
     ("pip_trusted_hosts", ["a b"], "pip_trusted_hosts.0 = 'a b'", "host name"),
     ("pip_no_index", "sometimes", "pip_no_index = 'sometimes'", "boolean"),
     ("apt_cache_valid_s", "an hour", "apt_cache_valid_s = 'an hour'", "integer"),
-    # host baseline (issue 3): kernel parameters end up in grub's shell-sourced configuration
+    # host baseline: kernel parameters end up in grub's shell-sourced configuration
     ("kernel_cmdline", {"transparent_hugepage": "never;reboot"},
      "kernel_cmdline.transparent_hugepage = 'never;reboot'", "kernel parameter value"),
     ("kernel_cmdline", {"quiet $(id)": None}, "kernel_cmdline.quiet $(id) = 'quiet $(id)'", "kernel parameter name"),

@@ -192,7 +192,7 @@ def test_the_exporter_unit_uses_dcgms_host_engine_and_the_counters_cover_the_fai
     fields = {r[0] for r in rows}
     assert all(len(r) == 3 and r[1] in ("gauge", "counter") for r in rows), rows
     # Xid, ECC single and double bit, row remapping, NVLink errors, throttle reasons, power,
-    # temperatures, clocks, memory used, PCIe replays (the list)
+    # temperatures, clocks, memory used, PCIe replays: each exported
     for field in ("DCGM_FI_DEV_XID_ERRORS", "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
                   "DCGM_FI_DEV_ROW_REMAP_FAILURE", "DCGM_FI_DEV_ROW_REMAP_PENDING",
                   "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL",
