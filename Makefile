@@ -13,7 +13,7 @@ SYSDEPS   := systemd-container mmdebstrap openssh-client iproute2 chrony apt-cac
              qemu-system-x86 qemu-utils e2fsprogs chromium prometheus prometheus-node-exporter rsyslog fio
 DEMO_HOSTS ?= 3
 
-.PHONY: demo test unit browser integration sysdeps venv lint lab-down verify-device burnin-device device-site \
+.PHONY: demo test unit browser integration sysdeps venv lint settings-doc lab-down verify-device burnin-device device-site \
         device-wheels
 
 sysdeps:
@@ -65,10 +65,17 @@ integration: sysdeps venv
 
 test: lint unit browser integration
 
+# import cycles: between modules, then between packages (each subpackage one node, each core module
+# its own: the core imports no feature package that imports the core); mypy: pyproject's [tool.mypy] files
 lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/python tests/import_cycles.py llmfleet
+	$(BIN)/python tests/import_cycles.py --packages llmfleet
 	$(BIN)/mypy
+
+# docs/settings.md: every setting with its type, default and documentation, from llmfleet/schema.py
+settings-doc: venv
+	$(BIN)/python -m llmfleet.settings_reference > docs/settings.md
 
 lab-down: venv
 	$(BIN)/llmfleet lab down

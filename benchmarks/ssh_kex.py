@@ -1,5 +1,5 @@
 """The CPU of one SSH connection (connect, run `true`, close) with ssh's own key exchange list and
-with the audit's (group_data/all.py audit_ssh_kex_algorithms), alternated: the control machine's
+with the audit's (the setting audit_ssh_kex_algorithms), alternated: the control machine's
 (the ssh client) and the host's (sshd and what it starts, the host container's cgroup).
 
     .venv/bin/python benchmarks/ssh_kex.py lab-c1 [rounds]
@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT))
 from llmfleet.lab import cgroup  # noqa: E402
 from llmfleet.lab.config import LabPaths  # noqa: E402
 from llmfleet.lab.hosts import container_cgroup  # noqa: E402
-from llmfleet.settings import group_data_defaults  # noqa: E402
+from llmfleet.schema import defaults  # noqa: E402
 
 
 def children() -> float:
@@ -36,7 +36,7 @@ def children() -> float:
 def main() -> None:
     host = sys.argv[1]
     rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 20
-    setting = group_data_defaults()["audit_ssh_kex_algorithms"]
+    setting = defaults()["audit_ssh_kex_algorithms"]
     base = ["ssh", "-F", str(LabPaths.from_env().ssh_config), "-o", "ControlPath=none"]
     lists = {"ssh's default": [], f"audit ({setting})": ["-o", f"KexAlgorithms={setting}"]}
     group = Path(f"/sys/fs/cgroup/cpuacct/llmfleet-bench-{host}")

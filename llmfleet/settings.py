@@ -13,7 +13,6 @@ The schema imports none of them; they import the schema.
 from __future__ import annotations
 
 import difflib
-import functools
 import os
 import stat
 from typing import Any
@@ -23,26 +22,22 @@ from pydantic_core import ErrorDetails
 
 from llmfleet import monitoring, vllm_layout
 from llmfleet.gpu_guardrails import guardrails
-from llmfleet.probe.config import consistency_problems, length_problems
-from llmfleet.schema import NOT_SETTINGS_PREFIXES, Settings, SettingsError
+from llmfleet.schema import (
+    NOT_SETTINGS_PREFIXES,
+    Settings,
+    SettingsError,
+    consistency_problems,
+    defaults,
+    length_problems,
+)
 from llmfleet.vllm import static_flag_problems
 
-
-@functools.cache
-def group_data_defaults() -> dict:
-    """group_data/all.py's settings, every one with its default (the one place they are documented)."""
-    import runpy
-    from pathlib import Path
-
-    all_py = Path(__file__).resolve().parents[1] / "group_data" / "all.py"  # beside the package
-    return {k: v for k, v in runpy.run_path(str(all_py)).items() if k in Settings.model_fields}
-
-__all__ = ["Settings", "SettingsError", "settings_for", "validate"]
+__all__ = ["Settings", "SettingsError", "defaults", "settings_for", "validate"]
 
 
 # settings that were renamed: the fix names the new one
 RENAMED = {"probe_slo_p95_e2e_ms": "probe_slo = {{'e2e_p95_ms': {value!r}}}, with TTFT and TPOT SLOs beside it if "
-                                   "you want them (group_data/all.py)"}
+                                   "you want them (docs/settings.md)"}
 
 
 def _is_setting(key: str) -> bool:
@@ -56,12 +51,10 @@ def validate(host_name: str, data: dict[str, Any]) -> Settings:
     known = list(Settings.model_fields)
     for key in sorted(set(values) - set(known)):
         close = difflib.get_close_matches(key, known, n=1)
-        fix = f"did you mean {close[0]!r}?" if close else "remove it, or see group_data/all.py for the settings"
+        fix = f"did you mean {close[0]!r}?" if close else "remove it, or see docs/settings.md for the settings"
         if key in RENAMED:
             fix = "renamed: " + RENAMED[key].format(value=values[key])
         problems.append(f"unknown setting {key!r} = {values[key]!r}: {fix}")
-    for key in sorted(set(known) - set(values)):
-        problems.append(f"setting {key!r} is missing: group_data/all.py must define its default")
     if not problems:
         try:
             settings = Settings(**values)
@@ -114,7 +107,7 @@ def service_problems(settings: Settings) -> list[str]:
         return problems
     model = settings.vllm_model
     if model is None:
-        problems.append("vllm_model = None: no model to serve (fix: set vllm_model, see group_data/all.py, or "
+        problems.append("vllm_model = None: no model to serve (fix: set vllm_model, see docs/settings.md, or "
                         "vllm_enabled = False)")
     elif model.source.startswith(("file:", "http")) and model.sha256 is None:
         problems.append(f"vllm_model.sha256 = None: a {model.source.split(':')[0]} source must be pinned by "

@@ -4,7 +4,7 @@ The lab's container hosts, named and reached as inventories/lab.py names them (t
 lab.py too, so its hosts are in group `lab` and group_data/lab.py applies), with vLLM left out
 (`vllm_enabled = False`, host data) on all but the last LLMFLEET_BENCH_SERVING hosts (default 3):
 24 CPU vLLM servers would not fit the 2 cores the benchmark runs on. The hosts write their own
-metrics (llmfleet-host-metrics.timer) at the fleet's interval, group_data/all.py's
+metrics (llmfleet-host-metrics.timer) at the fleet's interval, the default
 node_exporter_metrics_interval_s (60 s), not the lab's 5 s (group_data/lab.py: so that the tests
 see a fresh metric within seconds): 24 hosts writing every 5 s took 0.09 CPU s a second of the
 machine's 2 cores (the idle lab 0.147 with the timers, 0.058 without, 2026-12-04), work that a real
@@ -15,11 +15,11 @@ benchmark pauses.
 import os
 
 from llmfleet.lab.inventory import lab_groups
-from llmfleet.settings import group_data_defaults
+from llmfleet.schema import defaults
 
 _serving = int(os.environ.get("LLMFLEET_BENCH_SERVING", "3"))
 _hosts = lab_groups()["lab_containers"]
-_interval = group_data_defaults()["node_exporter_metrics_interval_s"]  # the fleet's, not the lab's 5 s
+_interval = defaults()["node_exporter_metrics_interval_s"]  # the fleet's, not the lab's 5 s
 
 lab_containers = [(name, {**data, "vllm_enabled": i >= len(_hosts) - _serving,
                           "node_exporter_metrics_interval_s": _interval})

@@ -3,9 +3,10 @@ nothing, say why on every run, and leave nothing behind. (The GPU checks themsel
 lent H200: `make verify-device`; the operations' decisions are tested in tests/ops.)"""
 
 import json
-import runpy
 
-from harness import BIN, ROOT, lab_ssh, run, state
+from harness import BIN, lab_ssh, run, state
+
+from llmfleet.schema import defaults as schema_defaults
 
 COMPONENTS = ("nvidia_driver", "cuda_toolkit", "nvidia_persistence", "gpu_clocks", "dcgm_exporter")
 LEFT_BEHIND = ("/etc/apt/sources.list.d/llmfleet-nvidia-cuda.sources", "/etc/apt/keyrings/llmfleet-nvidia-cuda.gpg",
@@ -71,7 +72,7 @@ def test_the_allreduce_check_runs_its_code_path_on_a_lab_host(lab, deployed):
     from llmfleet import gpu_interconnect
     from llmfleet.schema import GpuProfile
 
-    profiles = runpy.run_path(str(ROOT / "group_data" / "all.py"))["gpu_profiles"]
+    profiles = schema_defaults()["gpu_profiles"]
     two = GpuProfile(**(profiles["h200_141gb_x2"] | {"allreduce_min_busbw_gbs": {}}))
     assert gpu_interconnect.allreduce_problems(two, result) == []
     # ranks that fail (here an unknown backend) are reported with their error, not waited for

@@ -1,10 +1,10 @@
 """Shared fixtures of the operation tests."""
 
-import runpy
 from pathlib import Path
 
 import pytest
 
+from llmfleet.schema import defaults as schema_defaults
 from llmfleet.settings import validate
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -15,5 +15,5 @@ MODEL = {"name": "tiny", "version": "2", "source": "https://models.internal/t.ta
 @pytest.fixture(scope="module")
 def settings():
     """group_data/all.py's defaults with a model: a V100 host as the fleet's defaults describe it."""
-    d = runpy.run_path(str(ROOT / "group_data" / "all.py"))
+    d = schema_defaults()
     return validate("gpu-1", {k: v for k, v in d.items() if not k.startswith("__")} | {"vllm_model": MODEL})

@@ -318,10 +318,10 @@ def test_testinfra_urls_carry_the_inventory_ssh_settings(tmp_path):
 
 def test_the_audits_ssh_key_exchange_is_the_settings_and_a_bad_one_stops_the_audit_before_any_host(tmp_path):
     from llmfleet.audit import testinfra
-    from llmfleet.settings import group_data_defaults
+    from llmfleet.schema import defaults
 
     cfg = tmp_path / "ssh_config"
-    default = group_data_defaults()["audit_ssh_kex_algorithms"]
+    default = defaults()["audit_ssh_kex_algorithms"]
     infra_url("gpu-1", {"audit_ssh_kex_algorithms": default}, cfg)
     assert f"Host gpu-1\n  ConnectTimeout 10\n  KexAlgorithms {default}\n" in cfg.read_text()
     # ssh itself takes it: the default list less sntrup761, curve25519 still there

@@ -3,7 +3,6 @@ Ada and Hopper (bfloat16, FP8 weights and KV cache, AWQ/GPTQ/Marlin, CUDA 13, vL
 driver branches and kernel-module flavours, application clocks) accept what the pinned vLLM runs on
 the GPU and refuse the rest with the reason, before any host is touched."""
 
-import runpy
 from pathlib import Path
 
 import pytest
@@ -12,10 +11,11 @@ from pydantic import ValidationError
 from llmfleet import compat, gpu_health
 from llmfleet.gpu_guardrails import app_clocks, precision_paths, profile_problems
 from llmfleet.schema import GpuProfile
+from llmfleet.schema import defaults as schema_defaults
 from llmfleet.settings import SettingsError, validate
 
 ROOT = Path(__file__).resolve().parents[2]
-ALL = {k: v for k, v in runpy.run_path(str(ROOT / "group_data" / "all.py")).items() if not k.startswith("__")}
+ALL = {k: v for k, v in schema_defaults().items() if not k.startswith("__")}
 MODEL = {"name": "llama-3.1-70b-instruct", "version": "2024-07-23", "source": "https://models.internal/l.tar",
          "sha256": "a" * 64, "torch_dtype": "bfloat16", "num_attention_heads": 64}
 NEW_PROFILES = ["a100_sxm4_80gb_x8", "a100_pcie_80gb", "a100_pcie_80gb_nvlink", "h100_sxm5_80gb_x8",

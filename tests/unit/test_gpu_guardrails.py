@@ -1,7 +1,6 @@
 """Compatibility guardrails: every combination a GPU cannot run is refused with the host, the
 setting, the value, why and the fix, before any host is touched (settings validation)."""
 
-import runpy
 from pathlib import Path
 
 import pytest
@@ -9,6 +8,7 @@ from packaging.version import Version
 
 from llmfleet import compat
 from llmfleet.gpu_guardrails import app_clocks
+from llmfleet.schema import defaults as schema_defaults
 from llmfleet.settings import SettingsError, validate
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -20,7 +20,7 @@ FLAGS = {"dtype": "half", "tensor-parallel-size": 8}
 
 
 def defaults(**override) -> dict:
-    data = runpy.run_path(str(ROOT / "group_data" / "all.py"))
+    data = schema_defaults()
     data = {k: v for k, v in data.items() if not k.startswith("__")} | {"vllm_model": MODEL}
     flags = override.pop("flags", {})
     if "vllm_version" in override and "vllm_packages" not in override:

@@ -116,7 +116,7 @@ def test_the_project_inventories_read_with_the_project_group_data_from_any_folde
     monkeypatch.chdir(tmp_path)
     found = read("inventories/prod.py", limit=["v100_sxm2"])
     assert ROOT == Path(__file__).resolve().parents[2]
-    assert found and all("prod" in h["groups"] and "vllm_enabled" in h["data"] for h in found)
+    assert found and all("prod" in h["groups"] and "_sudo" in h["data"] for h in found)  # from group_data/all.py
 
 
 def test_limits_go_to_pyinfra_one_flag_each_and_a_limit_matching_nothing_stops_a_pyinfra_run():

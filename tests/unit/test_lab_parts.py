@@ -11,6 +11,7 @@ from llmfleet.lab import cgroup, images, services
 from llmfleet.lab.config import LabNet, LabPaths
 from llmfleet.lab.lifecycle import write_ssh_files
 from llmfleet.lab.state import Host, LabState, Proc
+from llmfleet.schema import defaults as schema_defaults
 
 
 def test_subnet_from_env(monkeypatch):
@@ -37,9 +38,8 @@ def test_recipe_digest_changes_only_with_recipe():
 def test_the_containers_start_without_the_base_packages_so_the_deploy_installs_them():
     """The VM's image carries them (apt under emulation is slow); the install path is then proven
     on the containers only, so their image must lack every one of them."""
-    import runpy
 
-    wanted = set(runpy.run_path("group_data/all.py")["base_packages"]) | {"chrony"}
+    wanted = set(schema_defaults()["base_packages"]) | {"chrony"}
     container, vm = images.recipe("container").packages, images.recipe("vm").packages
     assert wanted.isdisjoint(container), wanted & set(container)
     assert wanted <= set(vm), wanted - set(vm)

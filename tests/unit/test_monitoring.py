@@ -17,7 +17,6 @@ name them:
 from __future__ import annotations
 
 import re
-import runpy
 import shutil
 import subprocess
 from pathlib import Path
@@ -28,6 +27,7 @@ import yaml
 from llmfleet import compat, monitoring, node_exporter
 from llmfleet.audit import metrics as audit_metrics
 from llmfleet.errors import InventoryError
+from llmfleet.schema import defaults as schema_defaults
 from llmfleet.settings import SettingsError, validate
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,7 +38,7 @@ PROFILE = "v100_sxm2_32gb_x8"
 
 
 def data(**override) -> dict:
-    d = runpy.run_path(str(ROOT / "group_data" / "all.py"))
+    d = schema_defaults()
     return {k: v for k, v in d.items() if not k.startswith("__")} | {"vllm_model": MODEL} | AUDIT | override
 
 

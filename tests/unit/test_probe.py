@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import math
 import random
-import runpy
 import statistics
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from llmfleet.probe import ceiling, load, report, search, stats
 from llmfleet.probe.client import Result
 from llmfleet.probe.config import ProbeConfig, ProbeError, load_mix
 from llmfleet.probe.prompts import PromptMaker
+from llmfleet.schema import defaults as schema_defaults
 from llmfleet.settings import SettingsError, validate
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -209,7 +209,7 @@ def test_bad_probe_config_is_refused(kw, message):
 
 
 def _defaults(**override) -> dict:
-    data = {k: v for k, v in runpy.run_path(str(ROOT / "group_data" / "all.py")).items() if not k.startswith("__")}
+    data = {k: v for k, v in schema_defaults().items() if not k.startswith("__")}
     model = {"name": "m", "version": "1", "source": "hf://org/m", "revision": "0" * 40, "torch_dtype": "float16",
              "num_attention_heads": 40}
     return data | {"vllm_model": model} | override

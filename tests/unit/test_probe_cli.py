@@ -5,7 +5,6 @@ anything is measured (exit 2, naming the option and the value)."""
 from __future__ import annotations
 
 import json
-import runpy
 from pathlib import Path
 
 import pytest
@@ -15,9 +14,10 @@ from llmfleet.cli import main
 from llmfleet.probe import fleet, report
 from llmfleet.probe import run as probe_run
 from llmfleet.probe.config import ProbeConfig, RequestClass
+from llmfleet.schema import defaults as schema_defaults
 
 ROOT = Path(__file__).resolve().parents[2]
-DEFAULTS = runpy.run_path(str(ROOT / "group_data" / "all.py"))
+DEFAULTS = schema_defaults()
 MIX = [{"name": "a", "share": 0.5, "prompt_tokens": [4, 8], "output_tokens": [6, 8]},
        {"name": "b", "share": 0.5, "prompt_tokens": 16, "output_tokens": 4, "slo": {"e2e_p95_ms": 700}}]
 

@@ -1,10 +1,10 @@
 """Group data validation: bad input is named with host, setting, value and fix."""
 
-import runpy
 from pathlib import Path
 
 import pytest
 
+from llmfleet.schema import defaults as schema_defaults
 from llmfleet.settings import Settings, SettingsError, validate
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -15,16 +15,18 @@ MODEL = {"name": "m", "version": "1", "source": "https://models.internal/m-1.tar
 
 
 def all_defaults() -> dict:
-    """group_data/all.py, with a model (the fleet must name the one it serves)."""
-    data = runpy.run_path(str(ROOT / "group_data" / "all.py"))
+    """The defaults of llmfleet/schema.py, with a model (the fleet must name the one it serves)."""
+    data = schema_defaults()
     return {k: v for k, v in data.items() if not k.startswith("__")} | {"vllm_model": MODEL}
 
 
-def test_defaults_in_group_data_all_are_valid_and_complete():
+def test_every_setting_is_declared_once_with_its_default_and_documentation():
     settings = validate("h1", all_defaults())
     assert isinstance(settings, Settings)
-    # every setting has its default (and its documentation) in group_data/all.py
-    assert set(Settings.model_fields) <= set(all_defaults())
+    undocumented = [name for name, field in Settings.model_fields.items() if not (field.description or "").strip()]
+    assert not undocumented, f"settings without a docstring in llmfleet/schema.py: {undocumented}"
+    # group data sets only what differs: a host whose data is empty gets every default
+    assert validate("h1", {"vllm_model": MODEL}) == settings
 
 
 def test_connection_and_lab_data_are_not_settings():
@@ -39,13 +41,6 @@ def test_unknown_key_names_host_key_value_and_suggestion():
     msg = str(exc.value)
     assert "gpu-7" in msg and "'base_pakages'" in msg and "['numactl']" in msg
     assert "did you mean 'base_packages'" in msg
-
-
-def test_missing_default_is_reported():
-    data = all_defaults()
-    del data["pip_no_index"]
-    with pytest.raises(SettingsError, match="'pip_no_index' is missing"):
-        validate("h1", data)
 
 
 @pytest.mark.parametrize("key,value,shown,fragment", [
@@ -81,3 +76,19 @@ def test_invalid_values_are_named(key, value, shown, fragment):
     msg = str(exc.value)
     assert msg.startswith("host gpu-3:"), msg
     assert shown in msg and fragment in msg, msg
+
+
+def test_the_settings_reference_is_rendered_from_the_schema():
+    from llmfleet.settings_reference import markdown
+
+    page = ROOT / "docs" / "settings.md"
+    assert page.read_text() == markdown(), "docs/settings.md is stale: run `make settings-doc`"
+    for name in Settings.model_fields:
+        assert f"### `{name}`" in markdown()
+
+
+def test_a_gpu_profile_based_on_another_takes_its_fields_and_changes_the_ones_given():
+    profiles = schema_defaults()["gpu_profiles"]
+    x1, x2 = profiles["h200_141gb_x1"], profiles["h200_141gb_x2"]
+    assert x2["count"] == 2 and x1["count"] == 1
+    assert x2["model_name"] == x1["model_name"] and x2["gpu_fabric"] is None and x1["gpu_fabric"] == "not_supported"

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-import runpy
 import shutil
 import socket
 import subprocess
@@ -23,6 +22,7 @@ from llmfleet.audit import metrics
 from llmfleet.audit.model import HostResult, Problem
 from llmfleet.audit.report import build
 from llmfleet.errors import AuditError
+from llmfleet.schema import defaults as schema_defaults
 from llmfleet.settings import validate
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -31,7 +31,7 @@ MODEL = {"name": "llama", "version": "1", "source": "https://models.internal/l.t
 
 
 def settings(**override):
-    d = runpy.run_path(str(ROOT / "group_data" / "all.py"))
+    d = schema_defaults()
     return validate("gpu-1", {k: v for k, v in d.items() if not k.startswith("__")} | {"vllm_model": MODEL} | override)
 
 

@@ -1,13 +1,13 @@
 """The vLLM service as data: flags, unit, paths, bad input, monitoring (no host needed)."""
 
 import os
-import runpy
 from pathlib import Path
 
 import pytest
 import yaml
 
 from llmfleet import monitoring, vllm
+from llmfleet.schema import defaults as schema_defaults
 from llmfleet.settings import SettingsError, validate
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -16,7 +16,7 @@ MODEL = {"name": "llama-3.1-8b-instruct", "version": "2024-07-23", "source": "ht
 
 
 def data(**override) -> dict:
-    d = runpy.run_path(str(ROOT / "group_data" / "all.py"))
+    d = schema_defaults()
     return {k: v for k, v in d.items() if not k.startswith("__")} | {"vllm_model": MODEL} | override
 
 

@@ -1,12 +1,12 @@
 """Serving layouts (llmfleet/vllm_layout.py): derived from the GPU profile, and every bad layout refused
 with the host, the setting, the value and the fix, before any host is touched."""
 
-import runpy
 from pathlib import Path
 
 import pytest
 
 from llmfleet import vllm_layout
+from llmfleet.schema import defaults as schema_defaults
 from llmfleet.settings import SettingsError, validate
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -16,7 +16,7 @@ MODEL = {"name": "m", "version": "1", "source": "https://models.internal/m-1.tar
 
 def data(**override) -> dict:
     """group_data/all.py (8 x V100 SXM2, the DGX-1 cube-mesh) serving a 13B model."""
-    d = runpy.run_path(str(ROOT / "group_data" / "all.py"))
+    d = schema_defaults()
     d = {k: v for k, v in d.items() if not k.startswith("__")} | {"vllm_model": MODEL}
     d["vllm_flags"] = {k: v for k, v in d["vllm_flags"].items() if k != "tensor-parallel-size"}
     return d | override

@@ -139,7 +139,7 @@ def test_the_device_inventory_data_passes_the_option_checks():
 
 
 def test_the_fleet_defaults_pass_the_option_checks():
-    flags = _group_data("all.py")["vllm_flags"]
+    flags = Settings.model_fields["vllm_flags"].default
     assert {"gpu-memory-utilization", "max-model-len", "max-num-seqs", "tensor-parallel-size"} <= set(flags)
     validate("gpu-7", defaults())
 
