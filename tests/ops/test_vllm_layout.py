@@ -11,6 +11,7 @@ from test_vllm_logic import UNIT, active, planned
 from llmfleet import vllm, vllm_layout
 from llmfleet.schema import VllmInstance
 from operations import vllm as ops
+from operations import vllm_roll as roll_ops
 
 TWO = [{"name": "a", "gpus": [], "port": 8001, "cpus": "0"}, {"name": "b", "gpus": [], "port": 8002, "cpus": "1"}]
 NODES = {0: "0-1"}
@@ -132,8 +133,8 @@ def test_cpus_the_host_does_not_have_refuse_it_before_any_change(laid_out, monke
 
 def test_the_switch_of_a_layout_moves_every_staged_unit_and_restarts_none(laid_out):
     causes = {"vllm-a.service": {"unit": "x", "model": "y"}, "vllm-b.service": {"model": "y"}}
-    assert ops.layout_switch_args(laid_out, causes) == [
-        "switch", "--record", ops.SWITCH_RECORD, "--keep", vllm.CONF_DIR, "--no-restart",
+    assert roll_ops.layout_switch_args(laid_out, causes) == [
+        "switch", "--record", roll_ops.SWITCH_RECORD, "--keep", vllm.CONF_DIR, "--no-restart",
         "--service", "vllm-a.service", "--service", "vllm-b.service", "--unit", "/etc/systemd/system/vllm-a.service",
         "--link", vllm.model_link(laid_out)]
 

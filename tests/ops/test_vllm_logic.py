@@ -10,6 +10,7 @@ from pyinfra.api import FunctionCommand, StringCommand
 from llmfleet import roll as rolls
 from llmfleet import vllm
 from operations import vllm as ops
+from operations import vllm_roll as roll_ops
 
 UNIT = "the rendered unit\n"
 CLEAN_ENV = {"exists": True, "recorded": True, "added": {}, "removed": {}, "changed": {}}
@@ -78,10 +79,10 @@ def test_the_repair_puts_back_the_recorded_versions_without_dependencies_and_rem
 
 
 def test_only_what_differs_is_switched(settings):
-    assert ops.switch_args(settings, {"model": "..."}) == [
-        "switch", "--record", ops.SWITCH_RECORD, "--service", "vllm.service", "--keep", vllm.CONF_DIR,
+    assert roll_ops.switch_args(settings, {"model": "..."}) == [
+        "switch", "--record", roll_ops.SWITCH_RECORD, "--service", "vllm.service", "--keep", vllm.CONF_DIR,
         "--link", vllm.model_link(settings)]
-    args = ops.switch_args(settings, {"unit": "...", "key": "...", "environment": "...", "packages": "..."})
+    args = roll_ops.switch_args(settings, {"unit": "...", "key": "...", "environment": "...", "packages": "..."})
     assert args[7:] == ["--unit", vllm.UNIT_PATH, "--remove", vllm.API_KEY_FILE, "--link", settings.vllm_venv]
 
 
@@ -95,12 +96,12 @@ def test_a_parser_that_cannot_run_is_a_problem_that_names_the_environment(settin
 
 def roll(settings, can_switch_back: bool, ready: bool) -> list:
     """The roll's commands on one host whose readiness check answers `ready`."""
-    gen = ops.rolled_out._inner(settings=settings, causes={"model": "the model link is missing"},
+    gen = roll_ops.rolled_out._inner(settings=settings, causes={"model": "the model link is missing"},
                                 can_switch_back=can_switch_back)
     out = []
     for command in gen:
         out.append(command)
-        if isinstance(command, FunctionCommand) and command.function is ops._wait_ready:
+        if isinstance(command, FunctionCommand) and command.function is roll_ops._wait_ready:
             command.args[1].update({"ok": ready, "seconds": 1.0, "why": "vllm.service exited while starting"})
     return out
 
@@ -116,13 +117,13 @@ def test_the_roll_switches_with_a_visible_host_script_and_stops_when_ready(setti
 
 def test_a_host_that_does_not_get_ready_is_switched_back_and_stops_the_roll(settings):
     commands = roll(settings, can_switch_back=True, ready=False)
-    assert [getattr(c, "function", None) for c in commands][-1] is ops._stop
+    assert [getattr(c, "function", None) for c in commands][-1] is roll_ops._stopped
     assert " back --record " in str(commands[3])
 
 
 def test_a_first_start_that_does_not_get_ready_has_nothing_to_switch_back_to(settings):
     commands = roll(settings, can_switch_back=False, ready=False)
-    assert len(commands) == 4 and commands[-1].function is ops._stop
+    assert len(commands) == 4 and commands[-1].function is roll_ops._stopped
     assert not any(" back --record " in str(c) for c in commands if isinstance(c, StringCommand))
 
 
@@ -146,14 +147,14 @@ def gate(monkeypatch, tmp_path):
     """The gate as a host whose roll runs in `greenlet` meets it, in a roll of its own."""
     import gevent
 
-    monkeypatch.setitem(ops._ROLL, "started", {})
-    monkeypatch.setitem(ops._ROLL, "finished", set())
+    monkeypatch.setitem(roll_ops._ROLL, "started", {})
+    monkeypatch.setitem(roll_ops._ROLL, "finished", set())
     monkeypatch.setattr(rolls, "_ROLLS", {})
     monkeypatch.setenv(rolls.ENV, str(tmp_path))
 
     def at(greenlet, state, host) -> bool:
         monkeypatch.setattr(gevent, "getcurrent", lambda: greenlet)
-        return ops._gate(state, host, {"model": "m"})
+        return roll_ops._gate(state, host, {"model": "m"})
     return at
 
 
@@ -166,7 +167,7 @@ def test_the_gate_stops_a_batch_after_a_host_whose_roll_ended_unfinished(gate):
     h1, h2, h3 = _Named("h1"), _Named("h2"), _Named("h3")
     g1, g2 = _Greenlet(), _Greenlet()
     assert gate(g1, _State(), h1) is True
-    ops._ROLL["finished"].add("h1")
+    roll_ops._ROLL["finished"].add("h1")
     g1.dead = True
     assert gate(g2, _State(), h2) is True  # h1 finished: the roll goes on
     g2.dead = True  # h2's roll ended (its switch command failed) without finishing
@@ -179,14 +180,14 @@ def test_hosts_rolling_at_once_do_not_stop_each_other(gate):
     # passes the gate while the others are still in their roll
     hosts = [_Named(f"h{i}") for i in range(3)]
     assert all(gate(_Greenlet(), _State(), h) for h in hosts)
-    assert rolls.get(ops.ROLL).stopped() is None
+    assert rolls.get(roll_ops.ROLL).stopped() is None
 
 
 def test_under_serial_a_host_pyinfra_failed_stops_the_roll(gate):
     main = _Greenlet()  # --serial: every host's operations run in the one main greenlet
     assert gate(main, _State(), _Named("h1")) is True
     assert gate(main, _State(failed=["h1"]), _Named("h2")) is False
-    assert rolls.get(ops.ROLL).stopped() == "h1"
+    assert rolls.get(roll_ops.ROLL).stopped() == "h1"
 
 
 class PlanHost:
@@ -421,9 +422,10 @@ def test_a_free_port_or_one_the_running_server_holds_is_no_problem(settings, mon
 def test_a_serving_host_holds_a_slot_of_the_roll_until_it_is_ready_and_a_host_serving_nothing_holds_none(
         gate, monkeypatch):
     h1, h2 = _Named("h1"), _Named("h2")
-    assert ops._gate(_State(), h1, {"model": "m"}, 1) is True  # vllm_max_unavailable 1
-    assert ops._gate(_State(), h2, {"model": "m"}) is True  # a first start: no capacity taken
-    assert rolls.get(ops.ROLL).holders() == ["h1"]
-    monkeypatch.setattr(ops, "_ready", lambda host, settings, instance=None: {"ok": True, "seconds": 1.0, "why": ""})
-    ops._wait_ready(_State(), h1, None, {})
-    assert rolls.get(ops.ROLL).holders() == []
+    assert roll_ops._gate(_State(), h1, {"model": "m"}, 1) is True  # vllm_max_unavailable 1
+    assert roll_ops._gate(_State(), h2, {"model": "m"}) is True  # a first start: no capacity taken
+    assert rolls.get(roll_ops.ROLL).holders() == ["h1"]
+    monkeypatch.setattr(roll_ops, "_ready",
+                        lambda host, settings, instance=None: {"ok": True, "seconds": 1.0, "why": ""})
+    roll_ops._wait_ready(_State(), h1, None, {})
+    assert rolls.get(roll_ops.ROLL).holders() == []
