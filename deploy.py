@@ -8,7 +8,7 @@ Settings are validated first: invalid group data stops the deploy before any hos
 
 from pyinfra import host
 
-from llmfleet import factmemo, pyinfra_speed
+from llmfleet import pyinfra_patches
 from llmfleet.settings import settings_for
 from operations import (
                         base_packages,
@@ -34,8 +34,7 @@ from operations import (
                         vllm,
 )
 
-factmemo.install()  # each fact read once per host until something runs there (llmfleet/factmemo.py)
-pyinfra_speed.install()  # two of pyinfra's per-operation costs paid once (llmfleet/pyinfra_speed.py)
+pyinfra_patches.install()  # what llmfleet changes in pyinfra, each with its off switch: llmfleet/pyinfra_patches/
 settings = settings_for(host)
 
 # host baseline

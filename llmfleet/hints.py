@@ -1,5 +1,5 @@
 """Hint files: what a run asked of each host, kept on the control machine so that the next run can
-ask it all in one round trip (llmfleet/factmemo.py: pyinfra's facts; verify/prefetch.py: the verify
+ask it all in one round trip (llmfleet/pyinfra_patches/fact_memo.py: pyinfra's facts; verify/prefetch.py: the verify
 suite's commands).
 
 A hint is only a list of what to ask, never an answer: a stale or damaged one costs a read nobody

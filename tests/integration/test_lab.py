@@ -135,7 +135,7 @@ def test_a_dry_run_and_the_verify_suite_leave_the_hosts_auth_log_one_short_line_
 
 
 def test_the_systemd_unit_facts_of_a_hint_read_together_are_what_pyinfra_reads_of_each(lab, tmp_path):
-    """llmfleet/factmemo.py's _SystemdTogether on a real systemd: the first run reads each fact as
+    """llmfleet/pyinfra_patches/fact_memo.py's _SystemdTogether on a real systemd: the first run reads each fact as
     pyinfra does (and records the hint), the second reads all of them in one batch, with one
     systemctl for the units, and gets the same values (an alias, a unit that does not exist, and units
     whose state and unit file state differ among them)."""

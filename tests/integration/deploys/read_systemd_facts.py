@@ -5,7 +5,7 @@ import json
 from pyinfra import host
 from pyinfra.facts.systemd import SystemdEnabled, SystemdStatus
 
-from llmfleet import factmemo
+from llmfleet.pyinfra_patches import fact_memo as factmemo
 
 factmemo.install()
 # running and enabled; an alias of it; none such; dead and static; dead and disabled; running and static

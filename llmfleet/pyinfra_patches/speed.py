@@ -14,7 +14,7 @@ lab hosts (cProfile, `python -m cProfile -m pyinfra benchmarks/inventories/lab.p
   (pop_global_arguments), computes `typing.get_type_hints` of a class that never changes: 9 %.
   `global_arguments` computes it once and hands out a fresh list each time, as pyinfra does.
 
-tests/unit/test_pyinfra_speed.py runs pyinfra's own functions and these side by side and asks for the
+tests/unit/test_pyinfra_patches_speed.py runs pyinfra's own functions and these side by side and asks for the
 same answers. deploy.py calls install() first; LLMFLEET_PYINFRA_SPEED=off leaves pyinfra as it is.
 """
 

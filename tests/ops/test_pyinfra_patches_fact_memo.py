@@ -1,4 +1,4 @@
-"""llmfleet/factmemo.py on a real pyinfra State with the @local connector: each fact command counts
+"""llmfleet/pyinfra_patches/fact_memo.py on a real pyinfra State with the @local connector: each fact command counts
 its own runs in a file, so what is asked of the host is counted, not assumed; the prefetch's round
 trips are counted at the host's command runner."""
 
@@ -15,7 +15,8 @@ from pyinfra.api import Config, FunctionCommand, Inventory, State, StringCommand
 from pyinfra.api.connect import connect_all
 from pyinfra.api.facts import FactBase
 
-from llmfleet import factmemo, hints
+from llmfleet import hints
+from llmfleet.pyinfra_patches import fact_memo as factmemo
 
 
 class Counted(FactBase):

@@ -1,4 +1,4 @@
-"""llmfleet/pyinfra_speed.py: pyinfra's own functions and their replacements, side by side, give the
+"""llmfleet/pyinfra_patches/speed.py: pyinfra's own functions and their replacements, side by side, give the
 same answers (the operation order from a deploy file's call stack, multi-line calls included, and
 the global arguments), and install/uninstall put them in and back."""
 
@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pyinfra
 import pytest
 
-from llmfleet import pyinfra_speed
+from llmfleet.pyinfra_patches import speed as pyinfra_speed
 
 pyinfra_arguments = importlib.import_module("pyinfra.api.arguments")
 pyinfra_operation = importlib.import_module("pyinfra.api.operation")
