@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Serving layouts on the lab, measured (issue 14): on a lab of its own with two container hosts,
+"""Serving layouts on the lab, measured: on a lab of its own with two container hosts,
 lab-c1 serves one vllm.service using both CPUs (OMP_NUM_THREADS=2), lab-c2 two instances pinned
 to one CPU each behind its front door (the layout of make test's lab-c4). Same model, same mix.
 

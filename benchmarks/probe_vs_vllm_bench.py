@@ -5,7 +5,7 @@ The workload (the lab's: the CPU build of vLLM serving the lab's tiny model): N 
 prompt and output lengths (vLLM's random dataset with range ratio 0; the probe's --fixed-lengths:
 one greedy class; GuideLLM's synthetic data), ignore_eos, no warm-up; vLLM's benchmark and the probe
 with Poisson arrivals at the rate, GuideLLM with its constant profile at the same rate (its
-multi-process Poisson mode repeats its random gaps per worker, issue 17). Every client runs on this
+multi-process Poisson mode repeats its random gaps per worker). Every client runs on this
 machine against the same URL (loopback: one vantage point).
 
 Each round runs the three tools in a different order (rotated), so that the server's drift on a

@@ -1,5 +1,5 @@
-"""HGX H800 8-GPU (group h800_sxm5 of inventories/prod.py): the design notes' private deployment.
-Their advice holds on this GPU: FP8 quantization (Hopper's FP8 tensor cores) and tensor parallelism
+"""HGX H800 8-GPU (group h800_sxm5 of inventories/prod.py), a private deployment. Advice that is wrong
+on a V100 holds on this GPU: FP8 quantization (Hopper's FP8 tensor cores) and tensor parallelism
 inside one machine over NVLink (8 links a GPU on H800, 400 GB/s, through four NVSwitches; Fabric
 Manager comes with the driver). The same flags on a V100 group are refused, with the reason."""
 

@@ -97,7 +97,7 @@ probe_request_timeout_s = 60.0
 probe_stall_timeout_s = 15.0
 probe_search_start_rps = 2.0
 # far above what the lab serves, so a search finds a rate that fails: in a fresh-clone make test
-# (2026-12-02) lab-c1 met the SLO at 64 req/s, the old ceiling, and the search ended without a
+# lab-c1 met the SLO at 64 req/s, the old ceiling, and the search ended without a
 # failing rate (the CPU build's in-process worker, uv's environment without triton: a faster lab)
 probe_search_max_rps = 512.0
 probe_search_precision = 0.2
@@ -121,7 +121,7 @@ host_alerts = {"models_dir_free_gb": 1}  # the same: a shared machine's disk is 
 # what `llmfleet monitoring` renders for this inventory. Intervals and `for:` short, so that the
 # tests see a target, an alert, a line within seconds; a receiver that comes back is tried again
 # within 2 s. Scrapes every 5 s, not 2: a container's node exporter took 0.6 s of CPU in 30 s
-# scraped every 2 s (lab-c1, 2026-12-02), and four hosts share the machine's 2 cores with vLLM.
+# scraped every 2 s (lab-c1), and four hosts share the machine's 2 cores with vLLM.
 log_forward_target = service_address("syslog")
 log_forward_retry_s = 2
 node_exporter_metrics_interval_s = 5

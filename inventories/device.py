@@ -2,7 +2,7 @@
 checked from itself (@local).
 
 Read-only: only the verify suite runs there, never a deploy (its clocks, persistence, ECC and MIG
-are not ours to change). What the machine is, as read with NVML on 2026-11-29, is the profile
+are not ours to change). What the machine is, as read with NVML, is the profile
 h200_141gb_x1 in group_data/all.py (h200_141gb_x2 / _x4 for the kinds with two / four GPUs, chosen
 here by the number of GPUs the driver lists); the rest is its software as found: driver 580.159.04 with the
 open kernel module, PyTorch and nvidia-ml-py in /opt/torch/.venv. It serves nothing (vllm_enabled

@@ -27,7 +27,7 @@ a100_pcie = [
 h100_sxm5 = [
     ("gpu-h100-01.example.internal", {"ssh_user": "admin"}),
 ]
-# HGX H800 (NVSwitch, NVLink cut to 8 links): the design notes' FP8, tensor parallelism inside the machine
+# HGX H800 (NVSwitch, NVLink cut to 8 links): FP8, tensor parallelism inside the machine
 h800_sxm5 = [
     ("gpu-h800-01.example.internal", {"ssh_user": "admin"}),
     ("gpu-h800-02.example.internal", {"ssh_user": "admin"}),

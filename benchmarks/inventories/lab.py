@@ -7,7 +7,7 @@ lab.py too, so its hosts are in group `lab` and group_data/lab.py applies), with
 metrics (llmfleet-host-metrics.timer) at the fleet's interval, the default
 node_exporter_metrics_interval_s (60 s), not the lab's 5 s (group_data/lab.py: so that the tests
 see a fresh metric within seconds): 24 hosts writing every 5 s took 0.09 CPU s a second of the
-machine's 2 cores (the idle lab 0.147 with the timers, 0.058 without, 2026-12-04), work that a real
+machine's 2 cores (the idle lab 0.147 with the timers, 0.058 without), work that a real
 fleet's hosts do on their own cores, as they serve their own node exporters to a Prometheus the
 benchmark pauses.
 """

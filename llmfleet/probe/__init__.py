@@ -1,4 +1,4 @@
-"""The live generation throughput probe (issue 6).
+"""The live generation throughput probe.
 
 What a host can really carry: the highest request rate at which a latency SLA holds for a
 realistic request mix, measured open loop against any OpenAI-compatible endpoint.

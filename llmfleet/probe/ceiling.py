@@ -1,5 +1,5 @@
-"""The memory-bandwidth ceiling of decode throughput: a calculation, not a measurement
-(../shared/facts/benchmarking.md, "The physical ceiling").
+"""The memory-bandwidth ceiling of decode throughput: a calculation, not a measurement (the
+roofline model of a memory-bound step).
 
 Decode is memory-bandwidth bound: every engine step reads each weight byte once, plus the KV cache
 of every sequence in the batch:

@@ -9,7 +9,10 @@ import stat
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from llmfleet import frontdoor, vllm_layout
+from llmfleet.inventory import read as read_inventory
 from llmfleet.probe.config import ProbeConfig, ProbeError, from_settings
+from llmfleet.settings import SettingsError, validate
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -76,8 +79,6 @@ def instance_targets(host_target: Target, settings) -> list[Target]:
     probe_check_rps: its GPUs over the layout's (an equal share where instances have no GPUs, as
     on the lab's CPU build). No baseline gate: a stored baseline is the host's. [] for a host
     without a layout."""
-    from llmfleet import frontdoor, vllm_layout
-
     instances = vllm_layout.instances(settings)
     if not instances:
         return []
@@ -97,9 +98,6 @@ def targets(inventory: str, limit: list[str] | None = None, instances: bool = Fa
     """Every vLLM host of the inventory (or those named in ``limit``: hosts or groups), with
     ``data`` ("KEY=VALUE", as pyinfra's --data) over each host's; with ``instances``, each
     instance of a host's serving layout after the host (instance_targets)."""
-    from llmfleet.inventory import read as read_inventory
-    from llmfleet.settings import SettingsError, validate
-
     chosen = read_inventory(inventory, data=data, limit=limit)
     out, problems = [], []
     for h in chosen:

@@ -1,5 +1,5 @@
-"""A request mix learnt from a request log (`llmfleet probe mix LOG --classes 5`): the design notes'
-method, k-means on the requests' prompt and output lengths (scikit-learn), each cluster a class.
+"""A request mix learnt from a request log (`llmfleet probe mix LOG --classes 5`):
+k-means on the requests' prompt and output lengths (scikit-learn), each cluster a class.
 
 Lengths are clustered on a log scale, standardised (prompt lengths span 10 to 10,000 tokens: on a
 linear scale the long requests alone would decide the clusters). Each class gets its share of the
