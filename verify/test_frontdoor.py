@@ -26,7 +26,7 @@ def door(host, settings) -> dict:
                                   settings.vllm_served_model_name, "-"),
             "routes": {i.name: run_remote(host, "vllm_probe", str(settings.vllm_port), settings.vllm_served_model_name,
                                           key, frontdoor.instance_path(i.name))
-                       for i in vllm_layout.instances(settings)}}
+                       for i in vllm_layout.instances(settings)}}  # type: ignore[union-attr]  # not None: skipped above
 
 
 def test_frontdoor_active_and_enabled(host_name, door):
