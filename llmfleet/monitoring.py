@@ -151,8 +151,41 @@ def render(inventory: str, hosts: Mapping[str, tuple]) -> dict[str, str]:
     fleet = {name: Host(*value) for name, value in hosts.items()}
     if not fleet:
         raise InventoryError(f"{inventory} has no hosts: nothing to monitor")
+    targets, gpu_hosts, vllm_hosts = _targets(fleet)
+    audit_at = _fleet_value(fleet, "audit_metrics_node_exporter")
+    if audit_at:  # the node exporter of the machine that runs the audits: its series carry their own host label
+        targets[AUDIT_JOB].append({"targets": [audit_at], "labels": {}})
+    rules = _rules(inventory, fleet, gpu_hosts, vllm_hosts, audit_at)
+
+    scrape_s = _fleet_value(fleet, "monitoring_scrape_interval_s")
+    config: dict = {
+        "global": {"scrape_interval": f"{scrape_s}s",
+                   "evaluation_interval": f"{_fleet_value(fleet, 'monitoring_evaluation_interval_s')}s"},
+        "rule_files": sorted(rules),
+        "scrape_configs": [],
+    }
+    out: dict[str, str] = {}
+    for job, found in targets.items():
+        if not found:
+            continue
+        scrape: dict = {"job_name": job, "metrics_path": "/metrics",
+                        "file_sd_configs": [{"files": [f"{job}-targets.yml"]}]}
+        if job == AUDIT_JOB:
+            scrape["honor_labels"] = True  # the audited host's name is the series' own `host` label
+        config["scrape_configs"].append(scrape)
+        out[f"{job}-targets.yml"] = RENDERED_BY.format(inventory=inventory) + yaml.safe_dump(found)
+    out.update(rules)
+    out["prometheus.yml"] = RENDERED_BY.format(inventory=inventory) + yaml.safe_dump(config, sort_keys=False)
+    for content in out.values():
+        yaml.safe_load(content)  # what Prometheus would refuse, refused here
+    return out
+
+
+def _targets(fleet: dict[str, Host]) -> tuple[dict[str, list[dict]], dict[str, Host], dict[str, Host]]:
+    """The file_sd targets of each job (the audit's job left empty), the GPU hosts, the vLLM hosts."""
     targets: dict[str, list[dict]] = {"node": [], "dcgm": [], "vllm": [], "frontdoor": [], AUDIT_JOB: []}
-    gpu_hosts, vllm_hosts = {}, {}
+    gpu_hosts: dict[str, Host] = {}
+    vllm_hosts: dict[str, Host] = {}
     for name, h in sorted(fleet.items()):
         s = h.settings
         base = _labels(name, h)
@@ -176,10 +209,13 @@ def render(inventory: str, hosts: Mapping[str, tuple]) -> dict[str, str]:
                                                      "__metrics_path__": frontdoor.instance_metrics_path(i.name)}}
                                 for i in instances]
             targets["frontdoor"].append({"targets": [metrics_at], "labels": base})
-    audit_at = _fleet_value(fleet, "audit_metrics_node_exporter")
-    if audit_at:  # the node exporter of the machine that runs the audits: its series carry their own host label
-        targets[AUDIT_JOB].append({"targets": [audit_at], "labels": {}})
+    return targets, gpu_hosts, vllm_hosts
 
+
+def _rules(inventory: str, fleet: dict[str, Host], gpu_hosts: dict[str, Host], vllm_hosts: dict[str, Host],
+           audit_at: str | None) -> dict[str, str]:
+    """The alert rule files: {file name: content} (vLLM's and the GPUs' where the fleet has such hosts,
+    the hosts', the audits' where an audit node exporter is set)."""
     env = templates.environment("monitoring", keep_trailing_newline=False, for_=_alert_for)
     rules: dict[str, str] = {}
     if vllm_hosts:
@@ -217,29 +253,7 @@ def render(inventory: str, hosts: Mapping[str, tuple]) -> dict[str, str]:
             _fleet_value(fleet, "monitoring_alert_for")  # one audit job for the fleet: one set of durations
         rules["audit-alerts.yml"] = env.get_template("audit-alerts.yml.j2").render(
             inventory=inventory, job=AUDIT_JOB, s=first, max_age_s=int(first.audit_alerts.max_age_h * 3600))
-
-    scrape_s = _fleet_value(fleet, "monitoring_scrape_interval_s")
-    config: dict = {
-        "global": {"scrape_interval": f"{scrape_s}s",
-                   "evaluation_interval": f"{_fleet_value(fleet, 'monitoring_evaluation_interval_s')}s"},
-        "rule_files": sorted(rules),
-        "scrape_configs": [],
-    }
-    out: dict[str, str] = {}
-    for job, found in targets.items():
-        if not found:
-            continue
-        scrape: dict = {"job_name": job, "metrics_path": "/metrics",
-                        "file_sd_configs": [{"files": [f"{job}-targets.yml"]}]}
-        if job == AUDIT_JOB:
-            scrape["honor_labels"] = True  # the audited host's name is the series' own `host` label
-        config["scrape_configs"].append(scrape)
-        out[f"{job}-targets.yml"] = RENDERED_BY.format(inventory=inventory) + yaml.safe_dump(found)
-    out.update(rules)
-    out["prometheus.yml"] = RENDERED_BY.format(inventory=inventory) + yaml.safe_dump(config, sort_keys=False)
-    for content in out.values():
-        yaml.safe_load(content)  # what Prometheus would refuse, refused here
-    return out
+    return rules
 
 
 def hosts_from(validated: list[tuple[dict, Settings]]) -> dict[str, Host]:

@@ -148,12 +148,7 @@ async def send(session: aiohttp.ClientSession, url: str, headers: dict, model: s
                         r.completion_tokens = usage.get("completion_tokens")
     except TimeoutError:
         if done_at is None:  # (after [DONE], a server that keeps the stream open costs only the connection)
-            if loop.time() >= deadline - 0.001:
-                r.error_kind = "timeout"
-                r.error = f"no complete answer within {request_timeout_s:g} s of the intended send time"
-            else:
-                r.error_kind = "stall"
-                r.error = f"the stream stalled: nothing for {stall_timeout_s:g} s after {r.chunks} chunk(s)"
+            _timed_out(r, loop.time() >= deadline - 0.001, request_timeout_s, stall_timeout_s)
             return r
     except aiohttp.ClientConnectionError as exc:
         r.error_kind, r.error = "connect", f"connection failed: {exc}"
@@ -165,6 +160,22 @@ async def send(session: aiohttp.ClientSession, url: str, headers: dict, model: s
         end = done_at if done_at is not None else now()
         r.e2e_s = end - intended
         r.done_s = end - t0
+    return _finish(r)
+
+
+def _timed_out(r: Result, past_deadline: bool, request_timeout_s: float, stall_timeout_s: float) -> None:
+    """The error of a request its timer ended: past its deadline (timeout), or a stream that stalled."""
+    if past_deadline:
+        r.error_kind = "timeout"
+        r.error = f"no complete answer within {request_timeout_s:g} s of the intended send time"
+    else:
+        r.error_kind = "stall"
+        r.error = f"the stream stalled: nothing for {stall_timeout_s:g} s after {r.chunks} chunk(s)"
+
+
+def _finish(r: Result) -> Result:
+    """The verdict on a stream read to its end: ok with a token at least; counted by chunks where the
+    server sent no usage."""
     if r.chunks == 0:
         r.error_kind, r.error = "no_tokens", "the stream ended without any token"
         return r

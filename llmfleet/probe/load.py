@@ -249,22 +249,6 @@ async def _run(endpoint: Endpoint, api_key: str | None, config: ProbeConfig, pla
             results[p.index] = r
             watch_sla.finished(r)
 
-        async def dispatch():
-            # the event loop's timers wake up to a millisecond late (epoll's timeout is in whole ms):
-            # sleep to just before the send time, then yield to the loop until it comes; every request
-            # whose time has come leaves at once
-            for p in planned:
-                target = t0 + p.intended_s
-                delay = target - time.perf_counter()
-                while delay > SPIN_S and not STOP.is_set():  # a stop is seen within 0.25 s of a long gap
-                    await asyncio.sleep(min(delay - SPIN_S, 0.25))
-                    delay = target - time.perf_counter()
-                if STOP.is_set():
-                    return
-                while time.perf_counter() < target:
-                    await asyncio.sleep(0)
-                tasks[p.index] = asyncio.create_task(one(p))
-
         async def watch():
             while True:
                 await asyncio.sleep(0.25)
@@ -279,7 +263,7 @@ async def _run(endpoint: Endpoint, api_key: str | None, config: ProbeConfig, pla
                         stop_reason.append(reason)
                         return
 
-        dispatcher = asyncio.create_task(dispatch())
+        dispatcher = asyncio.create_task(_dispatch(planned, t0, one, tasks))
         watcher = asyncio.create_task(watch())
         await asyncio.wait([dispatcher, watcher], return_when=asyncio.FIRST_COMPLETED)
         if not watcher.done():
@@ -299,7 +283,38 @@ async def _run(endpoint: Endpoint, api_key: str | None, config: ProbeConfig, pla
         if progress:
             progress(len(live) + len(results), len(results), len(planned))
     t_end = time.perf_counter() - t0
-    if STOP.is_set() and not stop_reason:  # stopped by a signal: judged on what it sent
+    planned, ordered = _settle(planned, results, live, tasks, bool(stop_reason), t_end)
+    server = server_view.summary() if server_view else None
+    return judge(config, ordered, offered_rps, samples, bool(stop_reason), stop_reason,
+                 span(planned) if planned else None, server)
+
+
+async def _dispatch(planned: list[Planned], t0: float, one, tasks: dict[int, asyncio.Task]) -> None:
+    """Start ``one(p)`` for each planned request at its send time (t0 + its intended time), into
+    ``tasks``; no more once STOP is set.
+
+    The event loop's timers wake up to a millisecond late (epoll's timeout is in whole ms): sleep to
+    just before the send time, then yield to the loop until it comes; every request whose time has
+    come leaves at once."""
+    for p in planned:
+        target = t0 + p.intended_s
+        delay = target - time.perf_counter()
+        while delay > SPIN_S and not STOP.is_set():  # a stop is seen within 0.25 s of a long gap
+            await asyncio.sleep(min(delay - SPIN_S, 0.25))
+            delay = target - time.perf_counter()
+        if STOP.is_set():
+            return
+        while time.perf_counter() < target:
+            await asyncio.sleep(0)
+        tasks[p.index] = asyncio.create_task(one(p))
+
+
+def _settle(planned: list[Planned], results: dict[int, Result], live: dict[int, Result],
+            tasks: dict[int, asyncio.Task], stopped_early: bool,
+            t_end: float) -> tuple[list[Planned], list[Result]]:
+    """The requests the trial is judged on and their results in plan order: what it never finished
+    counts against the SLA (cancelled, or not sent); stopped by a signal, only what it sent."""
+    if STOP.is_set() and not stopped_early:  # stopped by a signal: judged on what it sent
         planned = [p for p in planned if p.index in tasks]
     for p in planned:  # what the trial never finished counts against the SLA
         if p.index not in results:
@@ -312,10 +327,7 @@ async def _run(endpoint: Endpoint, api_key: str | None, config: ProbeConfig, pla
             else:
                 r.error_kind, r.error = "not_sent", "not sent: the trial stopped early"
             results[p.index] = r
-    ordered = [results[p.index] for p in planned]
-    server = server_view.summary() if server_view else None
-    return judge(config, ordered, offered_rps, samples, bool(stop_reason), stop_reason,
-                 span(planned) if planned else None, server)
+    return planned, [results[p.index] for p in planned]
 
 
 def judge(config: ProbeConfig, results: list[Result], offered_rps: float, samples: list[tuple[float, int]],

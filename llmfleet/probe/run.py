@@ -51,13 +51,7 @@ def run_probe(url: str, model: str, api_key: str | None, config: ProbeConfig, *,
     tok = load_tokenizer(tokenizer) if tokenizer else None
     trace_format, records = traces.read(Path(trace)) if trace else (None, [])
     endpoint: Endpoint = asyncio.run(preflight(url, model, api_key, calibrate=tok is None))
-    problems = length_problems(config.mix if not (fixed or trace) else [], endpoint.max_model_len, where)
-    if fixed and endpoint.max_model_len and fixed["prompt_tokens"] + fixed["output_tokens"] > endpoint.max_model_len:
-        problems.append(f"{where}: fixed lengths {fixed['prompt_tokens']} + {fixed['output_tokens']} tokens, beyond "
-                        f"the served max_model_len {endpoint.max_model_len} (fix: shorter lengths)")
-    if trace:
-        problems += traces.length_problems(records[:requests] if requests else records, endpoint.max_model_len,
-                                           f"{where}: --trace {trace}")
+    problems = _length_problems(config, endpoint, where, fixed, trace, records, requests)
     if problems:
         raise ProbeError("; ".join(problems))
     maker = PromptMaker(tok, endpoint.tokens_per_word, seed=config.seed)
@@ -88,48 +82,19 @@ def run_probe(url: str, model: str, api_key: str | None, config: ProbeConfig, *,
 
     effective: report.Effective | None = None
     if search_mode:
-        def searched(r: float) -> Outcome:
-            if load.STOP.is_set():
-                raise ProbeError(f"{where}: the search was stopped by a signal after {len(trials)} trial(s): no "
-                                 "effective rate (fix: let it end, or probe one rate without --search)")
-            return _outcome(trial(r))
-
-        res = search(searched, rate or config.search_start_rps, config.search_max_rps, config.search_precision,
-                     config.repeats)
-        effective = report.Effective(rps=res.effective_rps, lowest_failing_rps=res.lowest_failing_rps,
-                                     relative_uncertainty=res.relative_uncertainty,
-                                     p95_ms_at_effective=res.p95_ms_at_effective, note=res.note)
+        effective = _search(trial, trials, where, rate, config)
     else:
         trial(None if trace else (rate or config.check_rps))
 
-    reasons: list[str] = []
-    if effective is not None:  # a search
-        if effective.rps is None:
-            reasons.append(f"no rate met the SLO ({effective.note})")
-    elif not trials[-1].passed:
-        reasons.extend(trials[-1].reasons)
+    reasons = _reasons(effective, trials)
     warmup = trace_warmup_s if trace else (0 if requests else config.warmup_s)
-    stopped = None
-    if load.STOP.is_set() and not search_mode:
-        sent = sum(1 for r in trials[-1].results if r.measured)
-        stopped = (f"by a signal (SIGTERM or Ctrl-C): no request sent after it, {sent} measured request(s) sent "
-                   "and judged, those in flight finished")
+    stopped = None if search_mode else _stopped(trials)
     rep = report.ProbeReport(
         created=report.now_iso(),
         target={"url": url, "model": model, "host": host, "server": endpoint.server,
                 "server_version": endpoint.version, "max_model_len": endpoint.max_model_len},
-        method={"prompt_lengths": maker.method,
-                "output_lengths": "exact (ignore_eos)" if endpoint.ignore_eos else
-                "caps: the server refused ignore_eos, outputs may end early",
-                "token_counts": "server usage (stream_options.include_usage)",
-                "arrivals": f"trace {trace} ({trace_format}), at {speed:g}x its own timing" if trace
-                else config.arrivals,
-                "burstiness": None if trace else (config.burstiness if config.arrivals == "gamma" else 1.0),
-                "latency_origin": "intended send time", "warmup_s": warmup,
-                "fixed_lengths": f"{fixed['prompt_tokens']} in / {fixed['output_tokens']} out" if fixed else None,
-                "shared_prefixes": _prefixes(config, trace_format),
-                "server_view": view_note or f"/metrics sampled every {1:g} s (vLLM {endpoint.version} names)",
-                **({"stopped": stopped} if stopped else {})},
+        method=_method(config, endpoint, maker, trace=trace, trace_format=trace_format, speed=speed, warmup=warmup,
+                       fixed=fixed, view_note=view_note, stopped=stopped),
         definitions=report.DEFINITIONS,
         slo=config.slo, goodput_min=config.goodput_min,
         mix=config.mix, mode="search" if search_mode else ("trace" if trace else "check"),
@@ -142,6 +107,73 @@ def run_probe(url: str, model: str, api_key: str | None, config: ProbeConfig, *,
             rep.reasons.append(f"baseline gate: {rep.gate.message}")
             rep.passed = False
     return rep
+
+
+def _length_problems(config: ProbeConfig, endpoint: Endpoint, where: str, fixed: dict | None,
+                     trace: Path | None, records: list, requests: int | None) -> list[str]:
+    """What of the planned lengths (the mix's, the fixed ones, the trace's) the server cannot serve."""
+    problems = length_problems(config.mix if not (fixed or trace) else [], endpoint.max_model_len, where)
+    if fixed and endpoint.max_model_len and fixed["prompt_tokens"] + fixed["output_tokens"] > endpoint.max_model_len:
+        problems.append(f"{where}: fixed lengths {fixed['prompt_tokens']} + {fixed['output_tokens']} tokens, beyond "
+                        f"the served max_model_len {endpoint.max_model_len} (fix: shorter lengths)")
+    if trace:
+        problems += traces.length_problems(records[:requests] if requests else records, endpoint.max_model_len,
+                                           f"{where}: --trace {trace}")
+    return problems
+
+
+def _search(trial, trials: list[load.Trial], where: str, rate: float | None,
+            config: ProbeConfig) -> report.Effective:
+    """The search for the effective rate, a trial (``trial``) at each rate it tries."""
+    def searched(r: float) -> Outcome:
+        if load.STOP.is_set():
+            raise ProbeError(f"{where}: the search was stopped by a signal after {len(trials)} trial(s): no "
+                             "effective rate (fix: let it end, or probe one rate without --search)")
+        return _outcome(trial(r))
+
+    res = search(searched, rate or config.search_start_rps, config.search_max_rps, config.search_precision,
+                 config.repeats)
+    return report.Effective(rps=res.effective_rps, lowest_failing_rps=res.lowest_failing_rps,
+                            relative_uncertainty=res.relative_uncertainty,
+                            p95_ms_at_effective=res.p95_ms_at_effective, note=res.note)
+
+
+def _reasons(effective: report.Effective | None, trials: list[load.Trial]) -> list[str]:
+    """Why the run fails: a search with no effective rate, or the one trial's reasons."""
+    reasons: list[str] = []
+    if effective is not None:  # a search
+        if effective.rps is None:
+            reasons.append(f"no rate met the SLO ({effective.note})")
+    elif not trials[-1].passed:
+        reasons.extend(trials[-1].reasons)
+    return reasons
+
+
+def _stopped(trials: list[load.Trial]) -> str | None:
+    """How a trial (not a search) a signal stopped ended (None: no signal)."""
+    if not load.STOP.is_set():
+        return None
+    sent = sum(1 for r in trials[-1].results if r.measured)
+    return (f"by a signal (SIGTERM or Ctrl-C): no request sent after it, {sent} measured request(s) sent "
+            "and judged, those in flight finished")
+
+
+def _method(config: ProbeConfig, endpoint: Endpoint, maker: PromptMaker, *, trace: Path | None,
+            trace_format: str | None, speed: float, warmup: float, fixed: dict | None, view_note: str | None,
+            stopped: str | None) -> dict:
+    """The report's method: how prompts, outputs, arrivals and the server's view were made."""
+    return {"prompt_lengths": maker.method,
+            "output_lengths": "exact (ignore_eos)" if endpoint.ignore_eos else
+            "caps: the server refused ignore_eos, outputs may end early",
+            "token_counts": "server usage (stream_options.include_usage)",
+            "arrivals": f"trace {trace} ({trace_format}), at {speed:g}x its own timing" if trace
+            else config.arrivals,
+            "burstiness": None if trace else (config.burstiness if config.arrivals == "gamma" else 1.0),
+            "latency_origin": "intended send time", "warmup_s": warmup,
+            "fixed_lengths": f"{fixed['prompt_tokens']} in / {fixed['output_tokens']} out" if fixed else None,
+            "shared_prefixes": _prefixes(config, trace_format),
+            "server_view": view_note or f"/metrics sampled every {1:g} s (vLLM {endpoint.version} names)",
+            **({"stopped": stopped} if stopped else {})}
 
 
 def _view_note(endpoint: Endpoint, wanted: bool) -> str | None:
