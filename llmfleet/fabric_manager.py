@@ -46,10 +46,6 @@ def replaced(installed: dict[str, str], wanted: dict[str, str]) -> list[str]:
     return sorted(name for name in installed if _FAMILY.match(name) and name not in wanted)
 
 
-def is_package(name: str) -> bool:
-    return bool(_FAMILY.match(name))
-
-
 def host_problems(host_name: str, profile_name: str, nvswitches: int, found: int) -> list[str]:
     """The profile's NVSwitch count against those on the host's PCI bus (`found`): a board with
     NVSwitches under a profile without them would get no Fabric Manager (and CUDA error 802); a profile

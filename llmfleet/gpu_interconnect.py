@@ -90,10 +90,6 @@ def parse_topo(text: str) -> Topology:
     return topo
 
 
-def pair_key(i: int, j: int) -> str:
-    return f"{min(i, j)}-{max(i, j)}"
-
-
 def expected_links(profile: GpuProfile) -> dict[tuple[int, int], int]:
     """(i, j) -> NVLink links the profile says, for every pair (0: over PCIe)."""
     out = {pair: 0 for pair in combinations(range(profile.count), 2)}
