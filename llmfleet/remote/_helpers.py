@@ -104,6 +104,19 @@ def api_key(key_file):
     return key
 
 
+def nvml_gpu_count():
+    """The GPUs NVML counts (nvidia-ml-py: imported here, for the scripts run with the vLLM
+    environment's python, which has it), NVML shut down again before any rank is forked. Raises what
+    NVML raises (ImportError without nvidia-ml-py)."""
+    import pynvml
+
+    pynvml.nvmlInit()
+    try:
+        return pynvml.nvmlDeviceGetCount()
+    finally:
+        pynvml.nvmlShutdown()
+
+
 def run_ranks(target, args_of, world, timeout_s, dependent):
     """One forked process per rank, ``target(rank, *args_of(rank), queue)``, each putting (rank,
     reply) on the queue; their replies within ``timeout_s``. Waiting ends early once a rank that has

@@ -21,7 +21,7 @@ import os
 import sys
 import time
 
-from _helpers import run_ranks  # llmfleet/remote/_helpers.py, sent along by python_script
+from _helpers import nvml_gpu_count, run_ranks  # llmfleet/remote/_helpers.py, sent along by python_script
 
 N = 512
 MEMORY_MIB = 256
@@ -82,22 +82,12 @@ def _worker(rank, backend, queue):
     queue.put((rank, out))
 
 
-def _count():
-    import pynvml
-
-    pynvml.nvmlInit()
-    try:
-        return pynvml.nvmlDeviceGetCount()
-    finally:
-        pynvml.nvmlShutdown()
-
-
 def main(argv):
     timeout_s = float(argv[1])
     backend = argv[2] if len(argv) > 2 else "cuda"
     out = {"backend": backend}
     try:
-        world = int(argv[3]) if len(argv) > 3 else _count()
+        world = int(argv[3]) if len(argv) > 3 else nvml_gpu_count()
     except Exception as exc:  # noqa: BLE001
         out["error"] = f"cannot count GPUs through NVML: {exc}"
         return out

@@ -24,17 +24,7 @@ import socket
 import sys
 import time
 
-from _helpers import run_ranks  # llmfleet/remote/_helpers.py, sent along by python_script
-
-
-def _count_gpus():
-    import pynvml
-
-    pynvml.nvmlInit()
-    try:
-        return pynvml.nvmlDeviceGetCount()
-    finally:
-        pynvml.nvmlShutdown()
+from _helpers import nvml_gpu_count, run_ranks  # llmfleet/remote/_helpers.py, sent along by python_script
 
 
 def _worker(rank, world, port, backend, sizes_mib, iters, warmup, queue):
@@ -106,7 +96,7 @@ def main(argv):
     out = {"backend": backend, "sizes_mib": sizes_mib, "iters": iters, "warmup": warmup,
            "env": {k: v for k, v in sorted(os.environ.items()) if k.startswith(("NCCL_", "TORCH_NCCL"))}}
     try:
-        world = int(argv[6]) if len(argv) > 6 else _count_gpus()
+        world = int(argv[6]) if len(argv) > 6 else nvml_gpu_count()
     except Exception as exc:
         out["error"] = f"cannot count GPUs through NVML: {exc}"
         return out
