@@ -128,6 +128,10 @@ node_exporter_metrics_interval_s = 5
 monitoring_scrape_interval_s = 5
 monitoring_evaluation_interval_s = 5
 monitoring_alert_for = dict.fromkeys(ALERT_NAMES, "6s")
+# the self-audit every minute, and an audit (a self-audit or the control machine's) older than 144 s is
+# AuditTooOld: a host whose self-audit stops is flagged within a test's patience
+self_audit_interval_s = 60
+audit_alerts = {"max_age_h": 0.04}
 audit_metrics_node_exporter = service_address("audit_metrics")
 # (the module, not the function: pyinfra leaves out names a group data file imports)
 audit_metrics_dir = str(lab_services.audit_metrics_dir(LabPaths.from_env())) if audit_metrics_node_exporter else None

@@ -666,14 +666,18 @@ STATE_DIR_HELP = ("Where onboarding records each host (hardware fingerprint, pro
 
 
 def _state_dir(value: str | None):
-    from pathlib import Path
+    from llmfleet.audit.fingerprint import state_dir
 
-    return Path(value or os.environ.get("LLMFLEET_STATE_DIR") or "fleet")
+    return state_dir(value)
 
 
 @main.command("audit")
-@click.argument("inventory")
-@click.option("--limit", multiple=True, help="Only these hosts or groups (repeatable).")
+@click.argument("inventory", required=False)
+@click.option("--from-prometheus", "prometheus", metavar="URL", help="No host is asked: the report from the audit "
+              "metrics Prometheus holds (every host's self-audit, the control machine's audits: the latest of each "
+              "host), e.g. http://prometheus:9090. Config drift is only in the control machine's audits.")
+@click.option("--limit", multiple=True, help="Only these hosts or groups (repeatable; with --from-prometheus: "
+              "host names).")
 @click.option("--waivers", "waivers_file", type=click.Path(dir_okay=False), help="Waivers (YAML): check, hosts, "
               "reason, expires.")
 @click.option("--state-dir", help=STATE_DIR_HELP)
@@ -687,18 +691,29 @@ def _state_dir(value: str | None):
 @click.option("--shards", type=int, help="pyinfra processes the deploy's dry run is split into, run at once. "
               "Default: one per core of half this machine's cores (the verify suite runs beside them on the "
               "other half; all of them with --skip state), at least 4 hosts each.")
-def audit_cmd(inventory, limit, waivers_file, state_dir, out_dir, workers, skip, data, shards) -> None:
+def audit_cmd(inventory, prometheus, limit, waivers_file, state_dir, out_dir, workers, skip, data, shards) -> None:
     """Which hosts no longer match what is declared, and how: config drift (the deploy's dry run),
     state drift (the verify suite), hardware drift (against the fingerprint recorded at onboarding).
     Exit 0: clean; 1: drift found (or a host unreachable, or a waiver expired); 2: could not run."""
     from pathlib import Path
 
     from llmfleet.audit import report
-    from llmfleet.audit.run import audit
+    from llmfleet.audit.run import audit, from_prometheus
 
-    doc, paths = audit(inventory, list(limit) or None, _state_dir(state_dir), Path(out_dir),
-                       Path(waivers_file) if waivers_file else None, workers, tuple(skip),
-                       log=lambda m: err.print(m, highlight=False), data=list(data) or None, shards=shards)
+    def log(message: str) -> None:
+        err.print(message, highlight=False)
+
+    waivers_path = Path(waivers_file) if waivers_file else None
+    if prometheus:
+        if inventory or workers or skip or data or shards:
+            raise click.UsageError("--from-prometheus reads what Prometheus holds: no INVENTORY, --workers, --skip, "
+                                   "--data or --shards (fix: llmfleet audit --from-prometheus URL [--limit HOST])")
+        doc, paths = from_prometheus(prometheus, list(limit) or None, Path(out_dir), waivers_path, log=log)
+    elif not inventory:
+        raise click.UsageError("give an INVENTORY (llmfleet audit inventories/prod.py), or --from-prometheus URL")
+    else:
+        doc, paths = audit(inventory, list(limit) or None, _state_dir(state_dir), Path(out_dir), waivers_path,
+                           workers, tuple(skip), log=log, data=list(data) or None, shards=shards)
     wide = Console(width=max(console.width, 140))
     for part in report.terminal(doc):
         wide.print(part, highlight=False)

@@ -65,6 +65,7 @@ FLEET_SETTINGS = ("monitoring_scrape_interval_s", "monitoring_evaluation_interva
                   "audit_metrics_node_exporter", "audit_alerts")
 HOST_METRICS_FILE = "llmfleet_host.prom"  # llmfleet's host metrics, in each node exporter's textfile folder
 AUDIT_JOB = "llmfleet_audit"
+NODE_JOB = "node"  # every host's node exporter (its textfile folder: host metrics, self-audits)
 RENDERED_BY = "# Rendered by `llmfleet monitoring` from {inventory}\n"
 
 
@@ -246,13 +247,17 @@ def _rules(inventory: str, fleet: dict[str, Host], gpu_hosts: dict[str, Host], v
         groups=[{"name": "llmfleet-host" + (f"-{i + 1}" if len(parts) > 1 else ""), "sel": sel, "s": s,
                  "offset_s": s.chrony_max_offset_ms / 1000, "free_bytes": int(s.host_alerts.models_dir_free_gb * 2**30),
                  "stale_s": 5 * s.node_exporter_metrics_interval_s} for i, (sel, s) in enumerate(parts)])
-    if audit_at:
+    # the hosts' own audits (llmfleet/self_audit.py), through each host's node exporter
+    self_hosts = sorted(n for n, h in fleet.items() if h.settings.self_audit_enabled)
+    if audit_at or self_hosts:
         first = next(iter(fleet.values())).settings
         for_ = _partition(fleet, lambda s: s.monitoring_alert_for)
         if len(for_) > 1:
             _fleet_value(fleet, "monitoring_alert_for")  # one audit job for the fleet: one set of durations
         rules["audit-alerts.yml"] = env.get_template("audit-alerts.yml.j2").render(
-            inventory=inventory, job=AUDIT_JOB, s=first, max_age_s=int(first.audit_alerts.max_age_h * 3600))
+            inventory=inventory, job=AUDIT_JOB if audit_at else None, node_job=NODE_JOB, s=first,
+            self_hosts=_host_regex(self_hosts),
+            max_age_s=int(first.audit_alerts.max_age_h * 3600))
     return rules
 
 
@@ -278,3 +283,22 @@ def write(inventory: str, hosts: Mapping[str, tuple], out_dir: Path) -> list[Pat
         if old.name not in files and re.fullmatch(r"[a-z_]+-(targets|alerts)\.yml", old.name):
             old.unlink()
     return written
+
+
+FEDERATED = ('{__name__=~"llmfleet_audit_.*"}', 'up{job="node"}')  # what a fleet-wide view of the audits needs
+
+
+def federation(sites: Mapping[str, str], interval_s: int = 60) -> str:
+    """A global Prometheus's configuration that gathers every site's audits (the hosts' self-audits
+    and the control machines' audits) by federation: one job a site, scraping the site Prometheus's
+    /federate for the llmfleet_audit_* series and the node targets' `up`, labelled site=<name>
+    (honor_labels: the series keep their own host). {site: its Prometheus's URL}."""
+    jobs = []
+    for site, url in sorted(sites.items()):
+        scheme, _, address = url.partition("://")
+        jobs.append({"job_name": f"llmfleet-federate-{site}", "honor_labels": True, "metrics_path": "/federate",
+                     "scheme": scheme or "http", "params": {"match[]": list(FEDERATED)},
+                     "static_configs": [{"targets": [address.rstrip("/")], "labels": {"site": site}}]})
+    config = {"global": {"scrape_interval": f"{interval_s}s"}, "scrape_configs": jobs}
+    return "# llmfleet.monitoring.federation(): the fleet's audits from every site's Prometheus\n" + \
+        yaml.safe_dump(config, sort_keys=False)

@@ -452,10 +452,12 @@ class StorageThresholds(BaseModel):
 
 
 # Settings, one section a component (the order of docs/settings.md). Each field is declared once:
-# its type, its default and, in the string below it, its documentation (pydantic's attribute
-# docstrings; `make settings-doc` renders docs/settings.md from them).
+# its type, its default and, in the string below it, its documentation (read from this file's
+# source by llmfleet/settings_reference.py, which renders docs/settings.md: `make settings-doc`;
+# not at import, which every llmfleet command and every self-audit pays).
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True, validate_default=True)
+    # a section is never validated on its own, only as part of Settings: no validator of its own is built
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True, defer_build=True)
 
 
 @functools.cache
@@ -1073,6 +1075,29 @@ class AuditSettings(_Section):
     None: ssh's own default list."""
 
 
+class SelfAuditSettings(_Section):
+    """self_audit: each host audits itself on a timer (llmfleet-self-audit.timer) and writes the same
+    llmfleet_audit_* metrics as `llmfleet audit` into its own node exporter's textfile folder, where
+    Prometheus gathers the fleet's drift (`llmfleet audit --from-prometheus URL` reads it back). It
+    runs the state checks (the verify suite on the host itself) and the hardware fingerprint; config
+    drift (the deploy's dry run) stays with the control machine's audit."""
+
+    self_audit_enabled: StrictBool = True
+    """False: no self-audit on this host (the timer, its service and its files are removed)."""
+    self_audit_interval_s: Annotated[int, Field(ge=60, strict=True)] = 3600
+    """Seconds between two self-audits (and AuditTooOld fires when the last is older than
+    audit_alerts.max_age_h)."""
+    self_audit_dir: AbsPath = "/opt/llmfleet/self-audit"
+    """Where its Python environment and llmfleet's code go on the host."""
+    self_audit_packages: Annotated[list[PipRequirement], Field(min_length=1)] = [
+        "pytest==9.2.0", "pytest-testinfra==10.2.2", "pydantic==2.14.4", "pydantic-core==2.50.5",
+        "pyyaml==6.0.4", "jinja2==3.1.6", "markupsafe==3.0.4", "annotated-types==0.8.0",
+        "typing-extensions==4.16.0", "typing-inspection==0.4.5", "pluggy==1.7.0", "iniconfig==2.3.1",
+        "packaging==26.4", "pygments==2.21.0"]
+    """What the checks need on the host, pinned (the versions the control machine runs), installed
+    from the fleet's pip mirrors (the mirrors section) into an environment of its own."""
+
+
 class ProbeSettings(_Section):
     """probe: the live generation throughput probe (`llmfleet probe`, verify/test_probe.py).
     The request mix: classes with a share (summing to 1), prompt and output token ranges [min, max]
@@ -1193,12 +1218,13 @@ SECTIONS: tuple[type[_Section], ...] = (
     SysctlsSettings, ChronySettings, ModuleBlacklistSettings, GpuProfilesSettings, GpuInterconnectSettings,
     GpuBurninSettings, GpuHealthSettings, NvidiaDriverSettings, CudaToolkitSettings, GpuClocksSettings,
     VllmSettings, NodeExporterSettings, DcgmExporterSettings, LogForwardingSettings, MonitoringSettings,
-    AuditSettings, ProbeSettings, ModelStorageSettings, OnboardingSettings)
+    AuditSettings, SelfAuditSettings, ProbeSettings, ModelStorageSettings, OnboardingSettings)
 
 
 class Settings(OnboardingSettings,
                ModelStorageSettings,
                ProbeSettings,
+               SelfAuditSettings,
                AuditSettings,
                MonitoringSettings,
                LogForwardingSettings,
@@ -1222,6 +1248,8 @@ class Settings(OnboardingSettings,
                BasePackagesSettings,
                MirrorsSettings):
     """Every llmfleet setting, with its default: the sections above, one a component."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True, defer_build=False)
 
     @property
     def profile(self) -> GpuProfile | None:

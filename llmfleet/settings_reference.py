@@ -8,15 +8,19 @@ tests/unit/test_settings.py fails while docs/settings.md differs from what this 
 
 from __future__ import annotations
 
+import ast
+import functools
 import inspect
 import pprint
 import re
 import types
+from pathlib import Path
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
+from llmfleet import schema
 from llmfleet.schema import GPU_PROFILES_FILE, SECTIONS, defaults
 
 HEADER = """# Settings
@@ -76,9 +80,22 @@ def _doc(text: str) -> str:
     return "\n".join(out).strip()
 
 
+@functools.cache
+def field_docs() -> dict[str, str]:
+    """Every setting's documentation: the string literal below its field in llmfleet/schema.py."""
+    tree = ast.parse(Path(schema.__file__).read_text())
+    docs: dict[str, str] = {}
+    for cls in (n for n in tree.body if isinstance(n, ast.ClassDef) and n.name in {s.__name__ for s in SECTIONS}):
+        for field, after in zip(cls.body, cls.body[1:], strict=False):
+            if (isinstance(field, ast.AnnAssign) and isinstance(field.target, ast.Name) and isinstance(after, ast.Expr)
+                    and isinstance(after.value, ast.Constant) and isinstance(after.value.value, str)):
+                docs[field.target.id] = after.value.value
+    return docs
+
+
 def _field(name: str, field: FieldInfo, value: Any) -> list[str]:
     return [f"### `{name}`", "", f"Type `{type_name(field.annotation)}`; default {_default(name, value)}", "",
-            _doc(field.description or ""), ""]
+            _doc(field_docs().get(name, "")), ""]
 
 
 def _own_fields(section: type[BaseModel]) -> list[str]:

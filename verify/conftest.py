@@ -9,6 +9,7 @@ names the host, the setting, the expected and the actual value (the helpers: ver
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -72,13 +73,31 @@ def pytest_addoption(parser):
                      help="hosts whose batched commands start while the checks of the hosts before them "
                           f"run, at most N ahead of their own checks (default {PREFETCH_AHEAD}; 0: each "
                           "host's batch starts at its first check; verify/prefetch.py)")
+    parser.addoption("--settings-file", metavar="PATH",
+                     help="a host checking itself (--hosts=local://): its name, inventory and settings as the deploy "
+                          "wrote them (llmfleet/self_audit.py: /etc/llmfleet/self-audit/settings.json), instead of "
+                          "--inventory")
     parser.addoption("--data", action="append", default=[], metavar="KEY=VALUE",
                      help="override a setting for every host, as pyinfra's --data does (repeatable), "
                           "e.g. --data gpu_profile=v100_sxm2_32gb_x8")
 
 
 @pytest.fixture(scope="session")
-def inventory_data(request) -> dict[str, dict]:
+def self_audit_host(request) -> dict | None:
+    """With --settings-file: {"host", "inventory", "data"} of the host checking itself; else None."""
+    path = request.config.getoption("--settings-file")
+    if not path:
+        return None
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, ValueError) as exc:
+        pytest.exit(f"--settings-file {path}: cannot be read ({exc})", returncode=2)
+
+
+@pytest.fixture(scope="session")
+def inventory_data(request, self_audit_host) -> dict[str, dict]:
+    if self_audit_host is not None:
+        return {self_audit_host["host"]: {"name": self_audit_host["host"], "data": self_audit_host["data"]}}
     try:
         found = read_inventory(request.config.getoption("--inventory"), request.config.getoption("--data"))
     except InventoryError as exc:
@@ -87,9 +106,11 @@ def inventory_data(request) -> dict[str, dict]:
 
 
 @pytest.fixture(scope="module")
-def host_name(host) -> str:
-    # testinfra's local backend is pyinfra's @local host
-    return "@local" if host.backend.NAME == "local" else host.backend.get_hostname()
+def host_name(host, self_audit_host) -> str:
+    # testinfra's local backend is pyinfra's @local host, or the host checking itself (its inventory name)
+    if host.backend.NAME == "local":
+        return self_audit_host["host"] if self_audit_host is not None else "@local"
+    return host.backend.get_hostname()
 
 
 @pytest.fixture(scope="module")
@@ -101,9 +122,13 @@ def host_data(host_name, inventory_data, request) -> dict:
 
 
 @pytest.fixture(scope="module")
-def settings(host_name, host_data) -> Settings:
+def settings(host_name, host_data, self_audit_host) -> Settings:
     # validated once per host and run, not once per module (21 modules: 10 ms of the control
     # machine's CPU a host); a host whose data is refused fails each module's checks, as before
+    if host_name not in _SETTINGS and self_audit_host is not None:
+        # the deploy validated them, with the checks across settings that need the control machine (the
+        # API key file there): the schema's own check is what is left
+        _SETTINGS[host_name] = Settings.model_validate(host_data)
     if host_name not in _SETTINGS:
         try:
             _SETTINGS[host_name] = validate(host_name, host_data)

@@ -7,6 +7,7 @@ unreachable, never as clean."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -55,6 +56,18 @@ def read(inventory: str, limit: list[str] | None) -> tuple[dict[str, dict], dict
         if m and m.group(1) not in found and ("connect" in line.lower() or "error" in line.lower()):
             why.setdefault(m.group(1), m.group(2).strip())
     return found, why
+
+
+def repair(inventory: str, host: str) -> str:
+    """What to do about a hardware difference (a deploy cannot repair a part)."""
+    return (f"check the part on {host}; if the change is intended, record the hardware again: "
+            f"llmfleet onboard {inventory} --limit {host} --restart")
+
+
+def state_dir(value: str | None = None) -> Path:
+    """The control machine's record of the fleet (fingerprints, acceptance results): ``value``, else
+    $LLMFLEET_STATE_DIR, else fleet/ (beside the inventories)."""
+    return Path(value or os.environ.get("LLMFLEET_STATE_DIR") or "fleet")
 
 
 def path_for(state_dir: Path, host: str) -> Path:

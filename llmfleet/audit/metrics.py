@@ -15,7 +15,7 @@ import datetime as dt
 import re
 from pathlib import Path
 
-from llmfleet.audit.model import KINDS
+from llmfleet.audit.model import KINDS, show
 from llmfleet.errors import AuditError
 
 HOST_KINDS = tuple(k for k in KINDS if k != "waiver")  # a host's problems by kind; waivers are the fleet's
@@ -29,7 +29,12 @@ HELP = {
     "llmfleet_audit_timestamp_seconds": ("gauge", "When the last audit of the host ran (Unix time)."),
     "llmfleet_audit_vllm_weights_load_seconds": ("gauge", "Seconds the running vLLM server took to load its "
                                                  "weights when it started, as its log says, by unit."),
+    "llmfleet_audit_problem": ("gauge", "1 for each problem the last audit of the host found: its kind, check, "
+                               "what differs, expected and actual (and the waiver's reason, if waived)."),
 }
+# a problem's labels: what `llmfleet audit --from-prometheus` reads back into the same report
+PROBLEM_LABELS = ("kind", "check", "what", "expected", "actual", "message", "why", "waived")
+LABEL_MAX = 600  # characters of one label value (a problem's message is cut where the audit's report cuts it)
 FLEET_HELP = {
     "llmfleet_audit_waivers_expired": ("gauge", "Waivers past their expiry date in the last audit."),
     "llmfleet_audit_fleet_timestamp_seconds": ("gauge", "When the last audit ran (Unix time)."),
@@ -49,13 +54,23 @@ def _block(name: str, kind: str, text: str, samples: list[tuple[dict[str, str], 
     return lines
 
 
-def host_text(doc: dict, host: str) -> str:
-    """The host's summary from an audit report (llmfleet/audit/report.py build())."""
+def _problem_labels(p: dict) -> dict[str, str]:
+    """A problem as label values: text as it is, any other value as the report shows it."""
+    values = {k: p.get(k) for k in PROBLEM_LABELS}
+    for k in ("expected", "actual"):
+        values[k] = values[k] if isinstance(values[k], str) else show(values[k])
+    return {k: str(v if v is not None else "")[:LABEL_MAX] for k, v in values.items()}
+
+
+def host_text(doc: dict, host: str, source: str | None = None) -> str:
+    """The host's summary from an audit report (llmfleet/audit/report.py build()). ``source="self"``:
+    the host's own self-audit (llmfleet/self_audit.py), whose series carry no host label (the node
+    exporter's scrape target gives it) and a label source="self"."""
     h = doc["hosts"][host]
     when = dt.datetime.fromisoformat(doc["created"]).timestamp()
     open_ = [p for p in h["problems"] if not p["waived"]]
     inventory = doc["inventory"]
-    base = {"host": host, "inventory": inventory}
+    base = {"inventory": inventory, "source": source} if source else {"host": host, "inventory": inventory}
     values = {
         "llmfleet_audit_problems": [(base | {"kind": k}, float(sum(p["kind"] == k for p in open_)))
                                     for k in HOST_KINDS],
@@ -67,6 +82,7 @@ def host_text(doc: dict, host: str) -> str:
             (base | {"unit": unit}, float(w["weights_s"]))
             for unit, w in sorted(((h.get("figures") or {}).get("vllm_weights_load") or {}).items())
             if isinstance(w, dict) and isinstance(w.get("weights_s"), int | float)],
+        "llmfleet_audit_problem": [(base | _problem_labels(p), 1.0) for p in h["problems"]],
     }
     lines = []
     for name, (kind, text) in HELP.items():

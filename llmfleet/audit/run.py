@@ -9,6 +9,7 @@ from pathlib import Path
 
 from llmfleet import fleetrun, onboard_acceptance
 from llmfleet.audit import config_drift, fingerprint, metrics, report, state_drift, testinfra, waivers
+from llmfleet.audit.fingerprint import repair as hardware_repair
 from llmfleet.audit.model import HostResult, Problem
 from llmfleet.inventory import read as read_inventory
 
@@ -19,11 +20,6 @@ def unreachable(inventory: str, host: str, reply: str) -> Problem:
     return Problem(host, "unreachable", "reachable", f"did not answer: {reply} (not audited: fix the connection "
                    "and audit again)", "answers", f"no answer: {reply}", what="SSH", why="not audited",
                    repair=f"check SSH to the host (pyinfra {inventory} exec --limit {host} -- true), then audit again")
-
-
-def hardware_repair(inventory: str, host: str) -> str:
-    return (f"check the part on {host}; if the change is intended, record the hardware again: "
-            f"llmfleet onboard {inventory} --limit {host} --restart")
 
 
 def acceptance_problems(inventory: str, h: dict, state_dir: Path, figures: dict) -> tuple[list[Problem], list[str]]:
@@ -147,3 +143,23 @@ def audit(inventory: str, limit: list[str] | None, state_dir: Path, out_dir: Pat
     else:
         log("audit: no metrics written (audit_metrics_dir is None)")
     return doc, paths
+
+
+def from_prometheus(url: str, limit: list[str] | None, out_dir: Path, waivers_file: Path | None,
+                    today: dt.date | None = None, log=print) -> tuple[dict, dict]:
+    """The audit's report from what Prometheus holds (llmfleet/audit/from_prometheus.py): the hosts'
+    self-audits and the control machine's audits, the latest of each host; waivers applied here."""
+    from llmfleet.audit import from_prometheus as prom
+
+    today = today or dt.date.today()
+    waiver_list = waivers.load(waivers_file) if waivers_file else []
+    log(f"audit: reading the fleet's audit metrics from Prometheus at {url}")
+    results, inventory = prom.results(url, limit)
+    extra = waivers.apply([p for r in results.values() for p in r.problems], waiver_list, today)
+    for p in extra:
+        p.repair = waiver_repair(waivers_file)
+    previous, previous_path = report.latest(out_dir)
+    created, folder = report.stamp()
+    doc = report.build(inventory, limit, results, extra, previous, previous_path, created, ("hardware", "state"))
+    doc["source"] = url
+    return doc, report.write(doc, out_dir / folder)

@@ -135,27 +135,44 @@ def _verify(tmp: Path, inventory: str, hosts: list[dict], workers: int, marker: 
     notes: dict[str, list[str]] = {}
     with ThreadPoolExecutor(max_workers=max(1, len(parts))) as pool:
         for name, proc, lines in [x for part in pool.map(one, range(len(parts)), parts) for x in part]:
-            host_token = urls[name].split("?", 1)[0]
-            counts[name] = sum(1 for r in lines if r["when"] == "call")
+            found, counts[name], host_notes, host_figures = read_results(
+                name, urls[name].split("?", 1)[0], lines, inventory, data)
+            problems += found
+            if host_notes:
+                notes[name] = host_notes
             if figures is not None:
-                for r in lines:
-                    figures.setdefault(name, {}).update(r.get("properties") or {})
-            skipped = [r for r in lines if r["outcome"] == "skipped"]
-            reasons: dict[str, int] = {}
-            for r in skipped:
-                why = (r["message"] or "no reason given").removeprefix("Skipped: ")
-                reasons[why] = reasons.get(why, 0) + 1
-            for why, n in reasons.items():
-                notes.setdefault(name, []).append(f"{n} verify check(s) skipped: {why}")
-            for r in lines:
-                if r["outcome"] != "failed":
-                    continue
-                check = r["nodeid"].replace(host_token, "").replace("[]", "").replace("[-", "[").replace("-]", "]")
-                problems += failures(name, check, r["message"] or "", repair_for(check, inventory, name, data))
+                figures.setdefault(name, {}).update(host_figures)
             if not lines and proc.returncode != 0:
                 output = (proc.stdout + proc.stderr).strip()[-400:]
-                problems.append(Problem(name, "state", "verify", "the verify suite did not run: " + output,
-                                        "the verify suite runs", "it did not run", what="the verify suite",
-                                        why=output, repair=f"pytest verify/ --hosts={urls[name].split('?')[0]} "
-                                        f"--inventory {inventory} (and read why it stops)"))
+                problems.append(did_not_run(name, output, f"pytest verify/ --hosts={urls[name].split('?')[0]} "
+                                            f"--inventory {inventory} (and read why it stops)"))
     return problems, counts, notes
+
+
+def did_not_run(name: str, output: str, repair: str) -> Problem:
+    return Problem(name, "state", "verify", "the verify suite did not run: " + output, "the verify suite runs",
+                   "it did not run", what="the verify suite", why=output, repair=repair)
+
+
+def read_results(name: str, host_token: str, lines: list[dict], inventory: str, data: list[str] | None = None
+                 ) -> tuple[list[Problem], int, list[str], dict]:
+    """One host's verify results (llmfleet/audit/pytest_plugin.py's lines) as (problems, checks run,
+    notes, figures): what the control machine's audit and the host's own self-audit
+    (llmfleet/self_audit.py) both report, the same way."""
+    count = sum(1 for r in lines if r["when"] == "call")
+    figures: dict = {}
+    for r in lines:
+        figures.update(r.get("properties") or {})
+    reasons: dict[str, int] = {}
+    for r in lines:
+        if r["outcome"] == "skipped":
+            why = (r["message"] or "no reason given").removeprefix("Skipped: ")
+            reasons[why] = reasons.get(why, 0) + 1
+    notes = [f"{n} verify check(s) skipped: {why}" for why, n in reasons.items()]
+    problems: list[Problem] = []
+    for r in lines:
+        if r["outcome"] != "failed":
+            continue
+        check = r["nodeid"].replace(host_token, "").replace("[]", "").replace("[-", "[").replace("-]", "]")
+        problems += failures(name, check, r["message"] or "", repair_for(check, inventory, name, data))
+    return problems, count, notes, figures

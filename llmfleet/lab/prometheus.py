@@ -96,6 +96,7 @@ def summary(settle_s: float = 0) -> dict:
         "targets": sorted(({"job": t["labels"].get("job", ""), "host": t["labels"].get("host", ""),
                             "target": t["scrapeUrl"], "health": t["health"], "error": t.get("lastError", "")}
                            for t in targets["activeTargets"]), key=lambda t: (t["job"], t["host"], t["target"])),
-        "alerts": [{"name": a["labels"]["alertname"], "host": a["labels"].get("host", ""), "state": a["state"]}
+        "alerts": [{"name": a["labels"]["alertname"], "host": a["labels"].get("host", ""), "state": a["state"],
+                    "source": a["labels"].get("source", "")}
                    for a in alerts["alerts"]],
     }

@@ -49,11 +49,18 @@ def ensure_api_key(paths: LabPaths) -> Path:
     return path
 
 
+def self_audit_packages() -> list[str]:
+    """What lab hosts' self-audit installs (the default self_audit_packages): from the wheel folder too."""
+    from llmfleet.schema import defaults
+
+    return list(defaults()["self_audit_packages"])
+
+
 def ensure_wheels(paths: LabPaths, log=print) -> None:
     from llmfleet.lab.wheels import add_wheels
 
     have = {p.name.lower() for p in paths.wheels_dir.glob("*.whl")} if paths.wheels_dir.exists() else set()
-    missing = [r for r in [*LAB_VLLM_PACKAGES, LAB_VLLM_INSTALLER]
+    missing = [r for r in [*LAB_VLLM_PACKAGES, LAB_VLLM_INSTALLER, *self_audit_packages()]
                if not any(w.startswith(r.split("==")[0].replace("-", "_") + "-" + r.split("==")[1]) for w in have)]
     if missing:
         log(f"downloading wheels for {', '.join(missing)} into the lab's wheel folder")

@@ -220,5 +220,5 @@ def _ceiling(rep: report.ProbeReport, profile, tp: int, model_dir: Path | None, 
     d["single_stream_share_reached"] = round(1000 / tpot / c.single_stream_tokens_per_s, 4) if tpot else None
     d["model_weight_bytes"] = shape.weight_bytes
     return d, ("memory-bandwidth bound decode, eta 0.8, all-reduce not counted "
-               "(../shared/facts/benchmarking.md); batch from Little's law on the measured trial")
+               "(llmfleet/probe/ceiling.py); batch from Little's law on the measured trial")
 

@@ -49,6 +49,8 @@ BREAKS = [
      "blacklist rdma_ucm, install ib_uverbs, install rdma_ucm, actual none"),
     ("module_blacklist", "lab-vm1", "sudo modprobe --ignore-install ib_uverbs",
      "lab-vm1: module_blacklist loaded: expected none, actual ib_uverbs"),
+    ("self_audit", "lab-c2", "sudo systemctl stop llmfleet-self-audit.timer",
+     "lab-c2: self-audit timer: active: expected active, actual inactive"),
 ]
 
 

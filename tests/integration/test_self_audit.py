@@ -1,0 +1,153 @@
+"""The hosts' own audits on the lab (llmfleet/self_audit.py, deployed by the session's first deploy):
+a hand-made drift is named alike by the control machine's audit, by the host's self-audit and by
+`llmfleet audit --from-prometheus` (the lab's real Prometheus, scraping the host's real node
+exporter), and a repair deploy clears all three; the timer comes back after a reboot; a host whose
+self-audit stops is flagged by AuditTooOld in the lab's Prometheus (group_data/lab.py: a run a
+minute, an audit older than 144 s is too old)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import time
+from pathlib import Path
+
+import pytest
+from harness import BIN, LAB_ENV, lab_ssh, run, state
+from test_monitoring import api, prometheus, wait
+
+from llmfleet import self_audit
+from llmfleet.lab import poller
+
+pytestmark = pytest.mark.lab_stage("as made")
+DRIFTED = "lab-c2"
+REBOOTED = "lab-c3"
+SERVICE = f"{self_audit.UNIT}.service"
+TIMER = f"{self_audit.UNIT}.timer"
+
+
+def self_audited(host: str) -> dict:
+    """A self-audit run now on the host (the service its timer starts), and the report it left."""
+    lab_ssh(host, f"sudo systemctl start {SERVICE}", timeout=600)
+    return json.loads(lab_ssh(host, f"sudo cat {self_audit.STATE_DIR}/last.json").stdout)
+
+
+def keyed(problems) -> list[tuple]:
+    """What a person reads of a problem, as both audits must say it: host, kind, check, what, expected, actual."""
+    def text(v):
+        return v if isinstance(v, str) or v is None else json.dumps(v, sort_keys=True)
+
+    return sorted((p["host"], p["kind"], p["check"], p["what"], text(p["expected"]), text(p["actual"]))
+                  for p in problems)
+
+
+def control_audit(tmp_path: Path, state_dir: Path) -> list[dict]:
+    out = tmp_path / f"reports-{time.monotonic_ns()}"
+    run(str(BIN / "llmfleet"), "audit", "inventories/lab.py", "--limit", DRIFTED, "--skip", "config",
+        "--state-dir", str(state_dir), "--out-dir", str(out), check=False)
+    (report,) = out.glob("*/audit.json")
+    return [p for h in json.loads(report.read_text())["hosts"].values() for p in h["problems"]]
+
+
+def from_prometheus(tmp_path: Path, since: float) -> list[dict]:
+    """`llmfleet audit --from-prometheus` once Prometheus holds the host's self-audit of `since` or later."""
+    def fresh():
+        found = api("query", query=f'llmfleet_audit_timestamp_seconds{{host="{DRIFTED}",source="self"}}')["result"]
+        return found and float(found[0]["value"][1]) >= since - 1
+
+    wait(f"{DRIFTED}'s self-audit in Prometheus", fresh, 60)
+    out = tmp_path / f"prom-{time.monotonic_ns()}"
+    proc = run(str(BIN / "llmfleet"), "audit", "--from-prometheus", prometheus(), "--limit", DRIFTED, "--out-dir",
+               str(out), check=False)
+    assert proc.returncode in (0, 1), proc.stdout[-2000:] + proc.stderr[-2000:]
+    (report,) = out.glob("*/audit.json")
+    doc = json.loads(report.read_text())
+    assert doc["source"] == prometheus() and list(doc["hosts"]) == [DRIFTED]
+    return doc["hosts"][DRIFTED]["problems"]
+
+
+def test_a_drift_is_named_alike_by_the_control_audit_the_self_audit_and_prometheus_and_a_deploy_clears_them(
+        lab, deployed, tmp_path):
+    # hardware: the fingerprint recorded at onboarding, as if the board had since been swapped (the deploy
+    # copies the record to the host); state: a limit, a unit and a config file changed by hand
+    fact = run(str(BIN / "pyinfra"), "inventories/lab.py", "fact", "llmfleet.facts.HardwareFingerprint", "--json",
+               "-y", "--limit", DRIFTED).stdout
+    recorded = json.loads(fact[fact.index("{"):])["llmfleet.facts.HardwareFingerprint"][DRIFTED]
+    real = json.loads(json.dumps(recorded))
+    recorded["cpu"]["model"] = "Intel(R) Xeon(R) Gold 6148 CPU @ 2.40GHz"
+    state_dir = tmp_path / "state"
+    record = state_dir / "hosts" / DRIFTED / "fingerprint.json"
+    record.parent.mkdir(parents=True)
+    record.write_text(json.dumps(recorded))
+    run(str(BIN / "pyinfra"), "inventories/lab.py", "deploy.py", "-y", "--limit", DRIFTED,
+        LLMFLEET_STATE_DIR=str(state_dir))
+    lab_ssh(DRIFTED, "sudo sed -i 's/nofile 65536/nofile 2048/' /etc/security/limits.d/90-llmfleet.conf"
+                     " && sudo systemctl stop chrony")
+    try:
+        control = control_audit(tmp_path, state_dir)
+        before = time.time()
+        own = self_audited(DRIFTED)["hosts"][DRIFTED]["problems"]
+        gathered = from_prometheus(tmp_path, before)
+        print("control:", keyed(control), "\nself:", keyed(own))
+        assert {p["kind"] for p in control} == {"state", "hardware"}, control
+        assert keyed(own) == keyed(control)
+        assert keyed(gathered) == keyed(control)
+        whats = {p["what"] for p in own}
+        assert "cpu.model" in whats and "chrony service" in whats, whats
+        assert any("vllm soft nofile" in w for w in whats), whats
+    finally:
+        record.write_text(json.dumps(real))  # the hardware as it is
+        run(str(BIN / "pyinfra"), "inventories/lab.py", "deploy.py", "-y", "--limit", DRIFTED,
+            LLMFLEET_STATE_DIR=str(state_dir))
+    assert control_audit(tmp_path, state_dir) == []
+    before = time.time()
+    assert self_audited(DRIFTED)["hosts"][DRIFTED]["problems"] == []
+    assert from_prometheus(tmp_path, before) == []
+
+
+def test_the_self_audit_timer_comes_back_after_a_reboot(lab, deployed):
+    boot = lab_ssh(REBOOTED, "cat /proc/sys/kernel/random/boot_id").stdout.strip()
+    lab_ssh(REBOOTED, "sudo systemctl reboot", check=False)
+
+    def back():
+        proc = lab_ssh(REBOOTED, "cat /proc/sys/kernel/random/boot_id; systemctl is-active llmfleet-self-audit.timer",
+                       check=False, timeout=30)
+        lines = proc.stdout.split()
+        return proc.returncode == 0 and lines[0] != boot and lines[1:] == ["active"]
+
+    wait(f"{REBOOTED} booted again with its self-audit timer active", back, 240, every=3)
+    started = float(lab_ssh(REBOOTED, "date +%s").stdout)
+
+    def ran_since_boot():
+        shown = lab_ssh(REBOOTED, f"sudo cat {self_audit.STATE_DIR}/last.json", check=False).stdout
+        return bool(shown) and _when(json.loads(shown)["created"]) >= started - 5
+
+    wait(f"a self-audit of {REBOOTED} after its boot", ran_since_boot, self_audit.FIRST_RUN_S + 120, every=5)
+    # serving again, for the modules after this one
+    api_key = (Path(LAB_ENV["LLMFLEET_LAB_DIR"]) / "api-key").read_text().strip()
+    address = state()["hosts"][REBOOTED]["address"]
+    wait(f"{REBOOTED}: vLLM serving again", lambda: poller.complete(address, api_key, "tiny-llama") == 1, 300, every=2)
+
+
+def _when(iso: str) -> float:
+    return dt.datetime.fromisoformat(iso).timestamp()
+
+
+def test_a_host_whose_self_audit_stops_is_flagged_by_audit_too_old(lab, deployed):
+    host = "lab-c1"
+    lab_ssh(host, f"sudo systemctl stop {TIMER}")
+    t0 = time.monotonic()
+    try:
+        def firing():
+            return [a for a in api("alerts")["alerts"] if a["labels"]["alertname"] == "AuditTooOld"
+                    and a["labels"].get("host") == host and a["labels"].get("source") == "self"
+                    and a["state"] == "firing"]
+
+        (alert,) = wait(f"AuditTooOld firing for {host}", firing, 240, every=3)
+        print(f"AuditTooOld firing {time.monotonic() - t0:.0f} s after {TIMER} stopped on {host}")
+        assert "no self-audit of lab-c1 within 0.04 h" in alert["annotations"]["summary"]
+        others = {a["labels"].get("host") for a in api("alerts")["alerts"]
+                  if a["labels"]["alertname"] == "AuditTooOld" and a["labels"].get("source") == "self"}
+        assert others == {host}, others  # the hosts whose timer runs are not flagged
+    finally:
+        lab_ssh(host, f"sudo systemctl start {TIMER}")
