@@ -188,7 +188,7 @@ def run(settings_file: Path, out_dir: Path, fingerprint_file: Path = Path(FINGER
     state = state or Path(STATE_DIR)
     state.mkdir(parents=True, exist_ok=True)
     lines, output, status = verify_results(src, settings_file, state)
-    problems, checks, notes, figures = state_drift.read_results(host, "local", lines, inventory)
+    problems, checks, notes, figures = state_drift.read_results(host, "[local]", lines, inventory)  # testinfra's id of local://
     if not lines and status != 0:
         problems.append(state_drift.did_not_run(host, output[-400:], f"journalctl -u {UNIT}.service on {host}"))
     found, fields, hw_notes = hardware(host, inventory, fingerprint_file)

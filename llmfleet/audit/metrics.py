@@ -34,7 +34,7 @@ HELP = {
 }
 # a problem's labels: what `llmfleet audit --from-prometheus` reads back into the same report
 PROBLEM_LABELS = ("kind", "check", "what", "expected", "actual", "message", "why", "waived")
-LABEL_MAX = 600  # characters of one label value (a problem's message is cut where the audit's report cuts it)
+LABEL_MAX = 4000  # characters of one label value (Prometheus sets no limit of its own: label_value_length_limit 0)
 FLEET_HELP = {
     "llmfleet_audit_waivers_expired": ("gauge", "Waivers past their expiry date in the last audit."),
     "llmfleet_audit_fleet_timestamp_seconds": ("gauge", "When the last audit ran (Unix time)."),

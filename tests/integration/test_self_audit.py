@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import subprocess
 import time
 from pathlib import Path
 
@@ -110,10 +111,13 @@ def test_the_self_audit_timer_comes_back_after_a_reboot(lab, deployed):
     lab_ssh(REBOOTED, "sudo systemctl reboot", check=False)
 
     def back():
-        proc = lab_ssh(REBOOTED, "cat /proc/sys/kernel/random/boot_id; systemctl is-active llmfleet-self-audit.timer",
-                       check=False, timeout=30)
+        try:
+            proc = lab_ssh(REBOOTED, "cat /proc/sys/kernel/random/boot_id; systemctl is-active "
+                                     "llmfleet-self-audit.timer", check=False, timeout=30)
+        except subprocess.TimeoutExpired:  # still booting
+            return False
         lines = proc.stdout.split()
-        return proc.returncode == 0 and lines[0] != boot and lines[1:] == ["active"]
+        return proc.returncode == 0 and lines[:1] != [boot] and lines[1:] == ["active"]
 
     wait(f"{REBOOTED} booted again with its self-audit timer active", back, 240, every=3)
     started = float(lab_ssh(REBOOTED, "date +%s").stdout)

@@ -301,3 +301,67 @@ def test_promtool_fires_every_alert_from_exporter_named_series_and_not_on_health
     proc = promtool("test", "rules", "tests.yml", cwd=rendered)
     assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-6000:]
     assert "SUCCESS" in proc.stdout + proc.stderr
+
+
+# --- the hosts' own audits (llmfleet/self_audit.py): through each host's node exporter, source="self"
+SELF = NODE | {"inventory": "inv.py", "source": "self"}
+
+
+def _self_rule_tests() -> list[dict]:
+    labels = {"severity": "warning", "rules": "llmfleet-audit", "source": "self"}
+
+    def case(name, inputs, at, expected, interval="1m"):
+        return {"name": name, "interval": interval, "input_series": inputs,
+                "alert_rule_test": [{"eval_time": at, "alertname": name.split()[0], "exp_alerts": expected}]}
+
+    too_old = "no self-audit of gpu-1 within 26 h (llmfleet-self-audit.timer stopped, or its runs fail: " \
+              "journalctl -u llmfleet-self-audit.service)"
+    return [
+        case("AuditProblems fires on a self-audit's problems",
+             [series("llmfleet_audit_problems", SELF | {"kind": k}, v)
+              for k, v in (("state", "0 2"), ("hardware", "0 1"))],
+             "1m", [{"exp_labels": {"host": "gpu-1"} | labels, "exp_annotations": {"summary": (
+                 "the self-audit of gpu-1 found 3 open problem(s) (llmfleet audit --from-prometheus URL names them "
+                 "and their repair)")}}]),
+        case("AuditTooOld fires on a host whose self-audit stopped",
+             [series("llmfleet_audit_timestamp_seconds", SELF, "0x30")], "27h",
+             [{"exp_labels": SELF | labels, "exp_annotations": {"summary": too_old}}], interval="1h"),
+        case("AuditTooOld fires on a host whose self-audit never ran", [series("up", NODE, "1x5")], "2m",
+             [{"exp_labels": NODE | labels, "exp_annotations": {"summary": too_old}}]),
+        case("AuditTooOld stays quiet while the self-audit runs",
+             [series("up", NODE, "1x30"), series("llmfleet_audit_timestamp_seconds", SELF, "0+60x30")], "20m", []),
+        case("AuditProblems stays quiet on a clean self-audit",
+             [series("llmfleet_audit_problems", SELF | {"kind": "state"}, "0x5")], "3m", []),
+    ]
+
+
+def test_promtool_fires_the_self_audit_rules_and_keeps_them_quiet_on_a_running_clean_one(tmp_path):
+    monitoring.write("inv.py", {"gpu-1": (settings(audit_metrics_dir=None, audit_metrics_node_exporter=None),
+                                          "10.0.0.1", "v100")}, tmp_path)
+    rules = yaml.safe_load((tmp_path / "audit-alerts.yml").read_text())["groups"][0]["rules"]
+    assert [r["alert"] for r in rules] == ["AuditProblems", "AuditTooOld"]  # no control audit job: its rules left out
+    (tmp_path / "tests.yml").write_text(yaml.safe_dump({
+        "rule_files": ["audit-alerts.yml"], "evaluation_interval": "1m", "tests": _self_rule_tests()}, sort_keys=False))
+    proc = promtool("test", "rules", "tests.yml", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-6000:]
+
+
+def test_a_fleet_without_self_audits_or_audit_metrics_has_no_audit_rules(tmp_path):
+    off = settings(audit_metrics_dir=None, audit_metrics_node_exporter=None, self_audit_enabled=False)
+    assert "audit-alerts.yml" not in monitoring.render("inv.py", {"gpu-1": (off, "10.0.0.1", "v100")})
+
+
+def test_the_federation_of_several_sites_is_a_configuration_prometheus_accepts(tmp_path):
+    text = monitoring.federation({"ams": "http://prometheus.ams.internal:9090", "sjc": "https://prom.sjc:9090"})
+    (tmp_path / "federate.yml").write_text(text)
+    check = promtool("check", "config", "federate.yml", cwd=tmp_path)
+    assert check.returncode == 0, check.stdout + check.stderr
+    jobs = yaml.safe_load(text)["scrape_configs"]
+    assert [(j["job_name"], j["scheme"], j["static_configs"][0]["labels"]["site"]) for j in jobs] == [
+        ("llmfleet-federate-ams", "http", "ams"), ("llmfleet-federate-sjc", "https", "sjc")]
+    assert all(j["honor_labels"] and j["params"]["match[]"] == list(monitoring.FEDERATED) for j in jobs)
+    example = (Path(__file__).resolve().parents[2] / "docs" / "self-audit.md").read_text()
+    assert monitoring.federation(FEDERATION_EXAMPLE) in example, "docs/self-audit.md: render the example again"
+
+
+FEDERATION_EXAMPLE = {"ams": "http://prometheus.ams.internal:9090", "sjc": "http://prometheus.sjc.internal:9090"}
