@@ -10,8 +10,9 @@ benchmarks/fleet_scale.py's lab and inventory):
 - `llmfleet audit --from-prometheus URL` of the same hosts, from the lab's Prometheus, after every
   host audited itself: wall and CPU.
 
-Rounds alternate the order of the two audits; the lab's Prometheus runs throughout (the
---from-prometheus audit asks it).
+Rounds alternate the order of the audits. The lab's Prometheus is paused (SIGSTOP) during the control
+machine's audits (its scrapes of 24 node exporters would count as the hosts' work) and runs for the
+--from-prometheus one (which asks it); the lab's own idle work is measured first and subtracted.
 
     .venv/bin/python benchmarks/self_audit.py [--rounds 2] [--reuse] [--keep]
 """
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import statistics
 import sys
 import tempfile
@@ -55,11 +57,21 @@ def prometheus_url() -> str:
     return f"http://{svc.address}:{svc.port}"
 
 
-def timed(args: list[str]) -> dict:
-    t0, c0, h0 = time.monotonic(), fs.used_cpu(), fs.hosts_cpu()
-    p = fs.sh(*args, check=False)
-    return {"wall": time.monotonic() - t0, "cpu": fs.used_cpu() - c0, "hosts_cpu": fs.hosts_cpu() - h0,
-            "exit": p.returncode, "tail": (p.stdout + p.stderr).strip().splitlines()[-1:]}
+def timed(args: list[str], idle: float, paused: bool) -> dict:
+    """One command: wall, the control machine's CPU, the hosts' CPU less the lab's own idle work over
+    the same time. `paused`: the lab's Prometheus stopped meanwhile (its scrapes are the hosts' work too)."""
+    if paused:
+        fs.prometheus(signal.SIGSTOP)
+    try:
+        t0, c0, h0 = time.monotonic(), fs.used_cpu(), fs.hosts_cpu()
+        p = fs.sh(*args, check=False)
+        wall = time.monotonic() - t0
+        hosts = fs.hosts_cpu() - h0 - idle * wall
+    finally:
+        if paused:
+            fs.prometheus(signal.SIGCONT)
+    return {"wall": wall, "cpu": fs.used_cpu() - c0, "hosts_cpu": hosts, "exit": p.returncode,
+            "tail": (p.stdout + p.stderr).strip().splitlines()[-1:]}
 
 
 def main() -> None:
@@ -113,9 +125,15 @@ def main() -> None:
             "audit --from-prometheus": [llmfleet, "audit", "--from-prometheus", url, "--out-dir", str(work / "prom")]}
     results: dict[str, list[dict]] = {}
     fs.timed_audit(names, state_dir, work / "warm-up")  # the control audit's hints, as fleet_scale does
+    fs.prometheus(signal.SIGSTOP)
+    t0, h0 = time.monotonic(), fs.hosts_cpu()
+    time.sleep(fs.IDLE_S)
+    idle = (fs.hosts_cpu() - h0) / (time.monotonic() - t0)
+    fs.prometheus(signal.SIGCONT)
+    print(f"the lab's own work, nothing asked of it: {idle:.3f} CPU s a second (subtracted below)", flush=True)
     for r in range(a.rounds):
         for key in (list(runs) if r % 2 == 0 else list(reversed(runs))):
-            res = timed(runs[key])
+            res = timed(runs[key], idle, paused=key != "audit --from-prometheus")
             results.setdefault(key, []).append(res)
             print(f"round {r + 1}: {key:26s} wall {res['wall']:6.2f} s, control cpu {res['cpu']:6.2f} s, hosts cpu "
                   f"{res['hosts_cpu']:6.2f} s, exit {res['exit']}: {res['tail']}", flush=True)
