@@ -71,6 +71,19 @@ ModuleName = Annotated[str, _pattern(r"[a-z0-9_-]+", "a kernel module name")]
 UnitName = Annotated[str, _pattern(r"[A-Za-z0-9@_.:-]+\.(service|target)", "a systemd unit like vllm.service")]
 UserName = Annotated[str, _pattern(r"[a-z_][a-z0-9_-]{0,31}", "a user name")]
 PositiveInt = Annotated[int, Field(gt=0, strict=True)]
+
+
+class _PacesADeploy:
+    """Marks a setting that paces a deploy (how many hosts at once, how long a step may take) rather
+    than describing a host's state. The host's self-audit settings leave it out: a deploy that only
+    paces differently (``--data vllm_max_unavailable=4``) then changes nothing on a host, and the
+    next plain deploy does not rewrite every host's settings file back."""
+
+    def __repr__(self) -> str:
+        return "PACES_A_DEPLOY"
+
+
+PACES_A_DEPLOY = _PacesADeploy()
 Url = Annotated[str, AfterValidator(_url)]
 HostName = Annotated[str, AfterValidator(_hostname)]
 
@@ -552,9 +565,9 @@ class RebootSettings(_Section):
     id, systemd "running", the expected kernel command line), and later batches are not rebooted.
     pyinfra forms the batches from its active hosts in an order of its own choosing."""
 
-    reboot_max_unavailable: PositiveInt = 1
+    reboot_max_unavailable: Annotated[PositiveInt, PACES_A_DEPLOY] = 1
     """Hosts rebooted at once (a batch)."""
-    reboot_timeout_s: PositiveInt = 600
+    reboot_timeout_s: Annotated[PositiveInt, PACES_A_DEPLOY] = 600
     """Seconds a host may take to come back (SSH answers with a new boot id and systemd is up)."""
     reboot_stop_units: list[UnitName] = ["vllm.service"]
     """Units stopped cleanly before the reboot (a serving vLLM gets to finish its requests)."""
@@ -832,7 +845,7 @@ class VllmSettings(_Section):
     """HAProxy's client and server inactivity timeouts: a non-streamed completion sends nothing until it
     is done, so this is at least the longest generation (HAProxy 2.6 configuration manual, `timeout
     server`: an inactivity timeout, not a cap on the whole answer)."""
-    vllm_drain_timeout_s: PositiveInt = 120
+    vllm_drain_timeout_s: Annotated[PositiveInt, PACES_A_DEPLOY] = 120
     """In a roll, how long a drained instance's requests may take to finish before it is restarted anyway."""
     host_service_ports: dict[Annotated[str, _pattern(r"[a-z0-9_-]+", "a service name (a-z 0-9 _ -)")], Port] = {
         "node_exporter": 9100, "prometheus": 9090, "dcgm_exporter": 9400}
@@ -864,7 +877,7 @@ class VllmSettings(_Section):
     """A file on the machine running pyinfra (mode 600) holding the API key. It reaches hosts as a
     root-only file the unit reads (EnvironmentFile); never in the unit, logs or reports. /v1 then
     needs "Authorization: Bearer <key>"; /health and /metrics stay open. None: no key."""
-    vllm_max_unavailable: PositiveInt = 1
+    vllm_max_unavailable: Annotated[PositiveInt, PACES_A_DEPLOY] = 1
     """Serving hosts restarted at once during a roll. Hosts that do not serve (a first start, a
     stopped or failed service) start first, all at once: starting them takes no capacity away."""
     vllm_ready_timeout_s: PositiveInt = 900
@@ -1256,6 +1269,11 @@ class Settings(OnboardingSettings,
         """The host's GPU profile (gpu_profiles[gpu_profile]); None on a host without GPUs, or while
         gpu_profile names no profile (validation refuses that: llmfleet/gpu_guardrails.py)."""
         return self.gpu_profiles.get(self.gpu_profile) if self.gpu_profile is not None else None
+
+
+def paces_a_deploy() -> frozenset[str]:
+    """The settings marked PACES_A_DEPLOY (not a host's state)."""
+    return frozenset(n for n, f in Settings.model_fields.items() if PACES_A_DEPLOY in f.metadata)
 
 
 def defaults() -> dict:

@@ -21,7 +21,7 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
 from llmfleet import schema
-from llmfleet.schema import GPU_PROFILES_FILE, SECTIONS, defaults
+from llmfleet.schema import GPU_PROFILES_FILE, PACES_A_DEPLOY, SECTIONS, defaults
 
 HEADER = """# Settings
 
@@ -94,7 +94,9 @@ def field_docs() -> dict[str, str]:
 
 
 def _field(name: str, field: FieldInfo, value: Any) -> list[str]:
-    return [f"### `{name}`", "", f"Type `{type_name(field.annotation)}`; default {_default(name, value)}", "",
+    paces = ("; paces a deploy (not part of a host's state: its self-audit does not see it)"
+             if PACES_A_DEPLOY in field.metadata else "")
+    return [f"### `{name}`", "", f"Type `{type_name(field.annotation)}`; default {_default(name, value)}{paces}", "",
             _doc(field_docs().get(name, "")), ""]
 
 

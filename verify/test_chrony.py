@@ -9,9 +9,17 @@ def test_chrony_synchronised(host, host_name, settings):
     expect(host_name, "chrony_servers (/etc/chrony/chrony.conf)", list(settings.chrony_servers), servers)
     expect(host_name, "chrony service", "active", host.run("systemctl is-active chrony").stdout.strip())
     # chrony polls a new server within seconds (iburst); allow it that long to select a source
-    tracking = host.run("chronyc waitsync 30 0 0 1 >/dev/null; chronyc -n tracking").stdout
+    out = host.run("chronyc waitsync 30 0 0 1 >/dev/null; chronyc -n tracking; echo '-- sources'; "
+                   "chronyc -n sources").stdout
+    tracking, _, sources = out.partition("-- sources")
     fields = {k.strip(): v.strip() for k, v in (ln.split(":", 1) for ln in tracking.splitlines() if ":" in ln)}
-    expect(host_name, "chrony leap status (synchronised)", "Normal", fields.get("Leap status"))
+    # not synchronised: what chrony makes of each server says why (Reach 0: no answer; ? or x: answers
+    # it does not use), so the message carries them
+    seen = [" ".join(ln.split()) for ln in sources.splitlines() if ln[:2] in {f"{m}{s}" for m in "^=#"
+                                                                                for s in "*+-?x~"}]
+    expect(host_name, f"chrony leap status (synchronised; its sources, chronyc -n sources: {'; '.join(seen) or 'none'})"
+           if fields.get("Leap status") != "Normal" else "chrony leap status (synchronised)",
+           "Normal", fields.get("Leap status"))
     seconds, _, direction = fields.get("System time", "nan seconds").partition(" seconds ")
     offset_ms = abs(float(seconds)) * 1000
     assert offset_ms <= settings.chrony_max_offset_ms, (

@@ -60,6 +60,33 @@ def test_the_host_settings_round_trip_and_carry_the_key_file_s_path_never_the_ke
     assert "sk-very-secret" not in json.dumps(doc)
 
 
+def test_a_deploy_paced_otherwise_writes_the_same_host_settings_and_a_state_setting_changes_them():
+    """`--data vllm_max_unavailable=4` (a faster roll) leaves every host's settings file as it was, so
+    the next plain deploy changes nothing; a setting of the host's state is in the file."""
+    from llmfleet.schema import paces_a_deploy
+
+    plain = self_audit.settings_document(HOST, "inventories/prod.py", settings())
+    assert paces_a_deploy() == {"reboot_max_unavailable", "reboot_timeout_s", "vllm_max_unavailable",
+                                "vllm_drain_timeout_s"}
+    paced = settings(reboot_max_unavailable=3, reboot_timeout_s=60, vllm_max_unavailable=4, vllm_drain_timeout_s=5)
+    assert self_audit.settings_document(HOST, "inventories/prod.py", paced) == plain
+    assert not paces_a_deploy() & set(json.loads(plain)["data"])
+    assert self_audit.settings_document(HOST, "inventories/prod.py", settings(limits_nofile=4096)) != plain
+
+
+def test_no_verify_check_reads_a_setting_that_paces_a_deploy():
+    """The host's self-audit runs verify/ with the pacing settings at their defaults (they are not in
+    its settings file): a check that read one would judge the host by a value the deploy did not use."""
+    from pathlib import Path
+
+    from llmfleet.schema import paces_a_deploy
+
+    root = Path(self_audit.__file__).resolve().parent.parent / "verify"
+    found = [(p.name, name) for p in sorted(root.rglob("*.py")) for name in sorted(paces_a_deploy())
+             if name in p.read_text()]
+    assert found == []
+
+
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     """One self-audit of this machine (it is no deployed host: the checks find what differs)."""
