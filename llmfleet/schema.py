@@ -71,6 +71,8 @@ ModuleName = Annotated[str, _pattern(r"[a-z0-9_-]+", "a kernel module name")]
 UnitName = Annotated[str, _pattern(r"[A-Za-z0-9@_.:-]+\.(service|target)", "a systemd unit like vllm.service")]
 UserName = Annotated[str, _pattern(r"[a-z_][a-z0-9_-]{0,31}", "a user name")]
 PositiveInt = Annotated[int, Field(gt=0, strict=True)]
+Url = Annotated[str, AfterValidator(_url)]
+HostName = Annotated[str, AfterValidator(_hostname)]
 
 
 class _PacesADeploy:
@@ -84,8 +86,6 @@ class _PacesADeploy:
 
 
 PACES_A_DEPLOY = _PacesADeploy()
-Url = Annotated[str, AfterValidator(_url)]
-HostName = Annotated[str, AfterValidator(_hostname)]
 
 
 def _not_a_number(value):
@@ -1271,6 +1271,7 @@ class Settings(OnboardingSettings,
         return self.gpu_profiles.get(self.gpu_profile) if self.gpu_profile is not None else None
 
 
+@functools.cache
 def paces_a_deploy() -> frozenset[str]:
     """The settings marked PACES_A_DEPLOY (not a host's state)."""
     return frozenset(n for n, f in Settings.model_fields.items() if PACES_A_DEPLOY in f.metadata)
