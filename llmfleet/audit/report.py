@@ -147,6 +147,8 @@ code{font-family:ui-monospace,monospace;font-size:90%;background:#f3f3f3;padding
 .sub{display:block;color:#666;font-size:85%}
 .kind{font-weight:bold;display:block}
 .w{white-space:nowrap}
+#notes h3{font-size:100%;margin:1em 0 .3em}
+#notes ul{margin:0;color:#444}
 </style>
 </head><body>
 <h1>llmfleet audit: {{ doc.inventory }}</h1>
@@ -154,12 +156,12 @@ code{font-family:ui-monospace,monospace;font-size:90%;background:#f3f3f3;padding
 {{ s.unreachable }} unreachable; {{ s.problems }} problems, {{ s.waived }} waived.
 Exit status {{ doc.exit_status }}.</p>
 <h2>Hosts</h2>
-<table id="hosts"><tr><th>host</th><th>state</th><th>checks</th><th>problems</th><th>notes</th></tr>
+<table id="hosts"><tr><th>host</th><th>state</th><th>checks</th><th>problems</th></tr>
 {% for name, h in doc.hosts.items() %}{% set live = h.problems|rejectattr('waived')|list %}<tr><td>{{ name }}</td>
 <td class="{{ 'drift' if live else 'clean' }}">{{ 'unreachable' if not h.reachable
  else ('drift' if live else 'clean') }}</td><td>{{ h.checks_run }}</td>
 <td>{{ live|length }}{% if h.problems|length > live|length %} ({{ h.problems|length - live|length }} waived)
-{%- endif %}</td><td>{% for n in h.notes %}<span class="sub">{{ n }}</span>{% endfor %}</td></tr>
+{%- endif %}</td></tr>
 {% endfor %}</table>
 <h2>Problems</h2>
 {% if rows %}<table id="problems">
@@ -178,12 +180,45 @@ Exit status {{ doc.exit_status }}.</p>
 <ul>{% for c in doc.changes_since_last.new %}<li class="drift">new: {{ c }}</li>{% endfor %}
 {% for c in doc.changes_since_last.resolved %}<li class="clean">resolved: {{ c }}</li>{% endfor %}</ul>
 {% else %}<p>no earlier audit</p>{% endif %}
+{% if own or shared %}<h2>Notes</h2>
+<section id="notes">
+{% for name, ns in own.items() %}<h3 class="host-notes">notes on {{ name }}</h3>
+<ul class="notes">{% for n in ns %}<li>{{ n }}</li>{% endfor %}</ul>
+{% endfor %}{% for who, ns in shared %}<h3 class="shared-notes">notes on {{ who }}</h3>
+<ul class="notes">{% for n in ns %}<li>{{ n }}</li>{% endfor %}</ul>
+{% endfor %}</section>{% endif %}
 </body></html>
 """)
 
 
 def html(doc: dict) -> str:
-    return _HTML.render(doc=doc, s=doc["summary"], rows=rows(doc))
+    """The page for people: the hosts, the problems, what changed since the last audit, then the notes."""
+    own, shared = notes(doc)
+    return _HTML.render(doc=doc, s=doc["summary"], rows=rows(doc), own=own, shared=shared)
+
+
+def notes(doc: dict) -> tuple[dict[str, list[str]], list[tuple[str, list[str]]]]:
+    """The hosts' notes, each said once: ({host: the notes no other host has}, [(who, the notes said on
+    each of those hosts)]), who being 'every host', 'every reachable host' or 'N hosts: a, b'; the
+    groups said on the most hosts first. The JSON keeps each host's full list."""
+    on: dict[str, list[str]] = {}
+    for name, h in doc["hosts"].items():
+        for n in dict.fromkeys(h["notes"]):
+            on.setdefault(n, []).append(name)
+    own = {name: [n for n in dict.fromkeys(h["notes"]) if on[n] == [name]] for name, h in doc["hosts"].items()}
+    groups: dict[tuple[str, ...], list[str]] = {}
+    for n, names in on.items():
+        if len(names) > 1:
+            groups.setdefault(tuple(names), []).append(n)
+    reachable = tuple(name for name, h in doc["hosts"].items() if h["reachable"])
+
+    def who(names: tuple[str, ...]) -> str:
+        if len(names) == len(doc["hosts"]):
+            return "every host"
+        return "every reachable host" if names == reachable else f"{len(names)} hosts: {', '.join(names)}"
+
+    shared = [(who(names), ns) for names, ns in sorted(groups.items(), key=lambda g: -len(g[0]))]
+    return {name: ns for name, ns in own.items() if ns}, shared
 
 
 def terminal(doc: dict):

@@ -59,6 +59,43 @@ class Tables(HTMLParser):
             self._cell.append(data)
 
 
+class Reading(HTMLParser):
+    """What a person reads top to bottom: each heading, each row of the problems table (its host) and
+    each note, in the DOM's order, as ("h2" | "h3" | "problem" | "note", text)."""
+
+    def __init__(self):
+        super().__init__()
+        self.order: list[tuple[str, str]] = []
+        self._open: tuple[str, list[str]] | None = None
+        self._table = ""
+        self._row = False
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "table":
+            self._table = dict(attrs).get("id", "")
+        elif tag == "tr" and self._table == "problems":
+            self._row = True
+        elif tag == "td" and self._row:
+            self._open, self._row = ("problem", []), False  # the row's first cell: its host
+        elif tag in ("h2", "h3", "li"):
+            self._open = ("note" if tag == "li" else tag, [])
+
+    def handle_endtag(self, tag):
+        if tag in ("td", "h2", "h3", "li") and self._open is not None:
+            self.order.append((self._open[0], " ".join("".join(self._open[1]).split())))
+            self._open = None
+        elif tag == "table":
+            self._table = ""
+
+    def handle_data(self, data):
+        if self._open is not None:
+            self._open[1].append(data)
+
+
+SKIPS = [f"{i} verify check(s) skipped: reason {i}" for i in range(1, 10)]
+OWN = "decided at run time, not counted: vllm"
+
+
 @pytest.fixture(scope="module")
 def page(tmp_path_factory):
     folder = tmp_path_factory.mktemp("audit")
@@ -110,3 +147,34 @@ def test_the_page_renders_as_a_screenshot(tmp_path, page):
     chromium(tmp_path, page, f"--screenshot={shot}", "--window-size=1400,1000", "--hide-scrollbars")
     head = shot.read_bytes()[:24]
     assert head[:8] == b"\x89PNG\r\n\x1a\n" and struct.unpack(">II", head[16:24]) == (1400, 1000)
+
+
+@pytest.fixture(scope="module")
+def noted_page(tmp_path_factory):
+    """The same audit, each host that answered with the same nine skip notes, lab-c1 with one of its own."""
+    doc = audit_samples.every_kind()
+    for h in doc["hosts"].values():
+        h["notes"] += SKIPS if h["reachable"] else []
+    doc["hosts"]["lab-c1"]["notes"].append(OWN)
+    return report.write(doc, tmp_path_factory.mktemp("noted"))["html"]
+
+
+def test_a_person_reads_the_problems_first_and_a_note_said_on_several_hosts_once(tmp_path, noted_page):
+    reading = Reading()
+    reading.feed(chromium(tmp_path, noted_page, "--dump-dom").stdout)
+    kinds = [k for k, _ in reading.order]
+    assert "problem" in kinds and "note" in kinds
+    assert max(i for i, k in enumerate(kinds) if k == "problem") < kinds.index("note")  # every problem above
+    assert ("h3", "notes on lab-c1") in reading.order
+    under = _headings(reading.order)
+    notes = [(heading, text) for (k, text), heading in zip(reading.order, under, strict=True) if k == "note"]
+    assert notes == [("notes on lab-c1", OWN), *[("notes on every reachable host", n) for n in SKIPS]]
+
+
+def _headings(order: list[tuple[str, str]]) -> list[str]:
+    """The heading each entry of `order` stands under."""
+    out, last = [], ""
+    for k, text in order:
+        last = text if k in ("h2", "h3") else last
+        out.append(last)
+    return out

@@ -303,6 +303,51 @@ def test_html_escapes_what_hosts_report(tmp_path):
     assert "<script>" not in page and "&lt;script&gt;" in page
 
 
+
+SKIPS = [f"{i} verify check(s) skipped: reason {i}" for i in range(1, 10)]
+
+
+def noted(unreachable: tuple[str, ...] = ()) -> dict:
+    """A report of three hosts with the same nine skip notes, lab-c1 with drift and a note of its own."""
+    rs = results([Problem("lab-c1", "state", "verify/test_sysctls.py::test_values", "vm.swappiness differs",
+                          "10", "60", what="vm.swappiness")], unreachable)
+    for r in rs.values():
+        r.notes += [] if not r.reachable else SKIPS
+    rs["lab-c1"].notes.append("decided at run time, not counted: vllm")
+    return report.build("inv", None, rs, [], None, None, "t")
+
+
+def test_the_page_shows_the_problems_before_any_note():
+    page = report.html(noted())
+    first_note = min(page.index(n) for n in [*SKIPS, "decided at run time"])
+    assert page.index('id="problems"') < page.index("vm.swappiness") < first_note
+    assert page.index('id="hosts"') < page.index('id="problems"') < page.index('id="notes"')
+    assert "reason 1" not in page[:page.index('id="notes"')]  # the hosts table holds no note
+
+
+def test_a_note_said_on_three_hosts_is_said_once_with_the_hosts_it_concerns():
+    page = report.html(noted())
+    assert all(page.count(n) == 1 for n in SKIPS)
+    assert page.index("notes on every host") < page.index(SKIPS[0])
+    two = report.html(noted(unreachable=("lab-c3",)))
+    assert all(two.count(n) == 1 for n in SKIPS) and "notes on every reachable host" in two
+    doc = noted()
+    del doc["hosts"]["lab-c3"]["notes"][:]
+    doc["hosts"]["lab-c3"]["reachable"] = True
+    own, shared = report.notes(doc)
+    assert shared == [("2 hosts: lab-c1, lab-c2", SKIPS)]
+    assert own == {"lab-c1": ["decided at run time, not counted: vllm"]}
+    assert noted()["hosts"]["lab-c2"]["notes"] == SKIPS  # the JSON keeps every host's full list
+
+
+def test_a_note_of_one_host_stays_under_that_host_after_its_problems():
+    page = report.html(noted())
+    own = page.index("decided at run time, not counted: vllm")
+    assert page.count("decided at run time") == 1
+    assert page.index("vm.swappiness") < page.index("notes on lab-c1") < own
+    assert "notes on lab-c2" not in page and "notes on lab-c3" not in page  # only shared notes: none of its own
+    assert report.notes(report.build("inv", None, results([]), [], None, None, "t")) == ({}, [])
+
 def test_testinfra_urls_carry_the_inventory_ssh_settings(tmp_path):
     cfg = tmp_path / "ssh_config"
     url = infra_url("gpu-1", {"ssh_hostname": "10.0.0.5", "ssh_user": "admin", "ssh_port": 2222,
