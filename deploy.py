@@ -26,6 +26,7 @@ from operations import (
                         kernel_cmdline,
                         limits,
                         log_forwarding,
+                        managed_files,
                         mirrors,
                         model_storage,
                         module_blacklist,
@@ -80,3 +81,7 @@ frontdoor.configure(settings)
 
 # the host's own audit on a timer: its drift as metrics for its node exporter (llmfleet/self_audit.py)
 self_audit.configure(settings)
+
+# what the deploy manages, as one root-only manifest the audits compare the host with; no foreign
+# drop-in left overriding a managed key (operations/managed_files.py)
+managed_files.written(settings)

@@ -212,3 +212,16 @@ class DiskFree(FactBase[dict]):
     def process(self, output) -> dict:
         free, total, mount = "\n".join(output).split()[:3]
         return {"free": int(free) * 1024, "total": int(total) * 1024, "mount": mount}
+
+
+class ManagedDropins(FactBase[dict]):
+    """Foreign files in the drop-in chains of the managed files (`entries`: a JSON list of
+    {"path"[, "folder", "content"]}) that override a managed key, as
+    llmfleet/remote/managed_files_dropins.py finds them: {"overrides": [{"managed", "folder", "file",
+    "line", "key", "value", "managed_value"}], "unreadable": [...]}."""
+
+    def command(self, entries: str) -> str:
+        return python_script("managed_files_dropins", entries)
+
+    def process(self, output) -> dict:
+        return json.loads("\n".join(output))

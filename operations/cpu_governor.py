@@ -2,11 +2,11 @@
 
 from pyinfra import host
 from pyinfra.api import deploy
-from pyinfra.operations import files, systemd
+from pyinfra.operations import systemd
 
-from llmfleet import templates
 from llmfleet.facts import SysfsValues
 from llmfleet.settings import Settings
+from operations import managed_files
 
 CPU0 = "/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor"
 UNIT = "llmfleet-cpu-governor.service"
@@ -22,7 +22,7 @@ def configure(settings: Settings):
         host.noop(f"cpu_governor: not applied: this host exposes no cpufreq ({CPU0} is missing; "
                   "VMs and containers usually have none)")
         return
-    unit = files.template(name="boot unit sets the CPU governor", src=templates.path("cpu_governor", UNIT + ".j2"),
-                          dest=f"/etc/systemd/system/{UNIT}", mode="644", governor=settings.cpu_governor)
+    unit = managed_files.template("boot unit sets the CPU governor", "cpu_governor", UNIT + ".j2",
+                                  f"/etc/systemd/system/{UNIT}", governor=settings.cpu_governor)
     systemd.service(name="governor unit enabled and run", service=UNIT, enabled=True, running=True,
                     restarted=unit.will_change, daemon_reload=unit.will_change)

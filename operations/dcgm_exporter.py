@@ -11,7 +11,6 @@ etc/default-counters.csv)."""
 from __future__ import annotations
 
 import shlex
-from io import StringIO
 
 from pyinfra import host
 from pyinfra.api import StringCommand, deploy, operation
@@ -20,6 +19,7 @@ from pyinfra.operations import files, systemd
 
 from llmfleet import dcgm_exporter
 from llmfleet.settings import Settings
+from operations import managed_files
 from operations.nvidia_driver import installed, skipped
 
 
@@ -60,12 +60,11 @@ def install(settings: Settings):
         unpack = unpacked(name=f"dcgm-exporter {archive.version} unpacked", archive=cached,
                           dest=f"{dcgm_exporter.EXPORTER_ARCHIVE_ROOT}/{archive.version}")
     # configure
-    files.directory(name="dcgm-exporter folder", path="/etc/dcgm-exporter")
-    counters = files.put(name="dcgm-exporter counters (dcgm_exporter_counters)",
-                         src=StringIO(dcgm_exporter.counters_csv(settings)), dest=dcgm_exporter.EXPORTER_COUNTERS,
-                         mode="644")
-    unit = files.put(name="dcgm-exporter unit", src=StringIO(dcgm_exporter.exporter_unit(settings)),
-                     dest=dcgm_exporter.EXPORTER_UNIT_PATH, mode="644")
+    managed_files.directory("dcgm-exporter folder", "/etc/dcgm-exporter")
+    counters = managed_files.put("dcgm-exporter counters (dcgm_exporter_counters)", dcgm_exporter.EXPORTER_COUNTERS,
+                                 dcgm_exporter.counters_csv(settings))
+    unit = managed_files.put("dcgm-exporter unit", dcgm_exporter.EXPORTER_UNIT_PATH,
+                             dcgm_exporter.exporter_unit(settings))
     # activate
     systemd.service(name="DCGM host engine is enabled and running", service=dcgm_exporter.DCGM_SERVICE, running=True,
                     enabled=True, restarted=packages.will_change)

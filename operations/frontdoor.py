@@ -7,16 +7,15 @@ After a start or a reload the deploy waits until the front door's checks have ev
 so a host is served when its deploy ends.
 """
 
-from io import StringIO
 
 from pyinfra import host
 from pyinfra.api import deploy
-from pyinfra.operations import files, server, systemd
+from pyinfra.operations import server, systemd
 
 from llmfleet import frontdoor, vllm_layout
 from llmfleet.remote import python_script
 from llmfleet.settings import Settings
-from operations import apt_installed
+from operations import apt_installed, managed_files
 
 
 @deploy("frontdoor")
@@ -29,8 +28,8 @@ def configure(settings: Settings):
     apt_installed("frontdoor: haproxy is installed", [frontdoor.PACKAGE], settings.apt_cache_valid_s,
                   no_recommends=True)
     # configure
-    config = files.put(name="frontdoor: haproxy.cfg balances over the layout's instances",
-                       src=StringIO(frontdoor.render_config(settings)), dest=frontdoor.CONFIG_PATH, mode="644")
+    config = managed_files.put("frontdoor: haproxy.cfg balances over the layout's instances", frontdoor.CONFIG_PATH,
+                               frontdoor.render_config(settings))
     # activate
     service = systemd.service(name="frontdoor: haproxy is enabled and running", service=frontdoor.SERVICE,
                               running=True, enabled=True, reloaded=config.will_change)

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from pyinfra import host
 from pyinfra.api import OperationError, StringCommand, deploy, operation
-from pyinfra.operations import files, systemd
+from pyinfra.operations import systemd
 
-from llmfleet import templates
 from llmfleet.facts import NvidiaHost
 from llmfleet.gpu_guardrails import app_clocks
 from llmfleet.settings import Settings
+from operations import managed_files
 from operations.nvidia_driver import say, skipped
 
 UNIT = "llmfleet-gpu-clocks.service"
@@ -59,9 +59,8 @@ def configure(settings: Settings):
         say(f"gpu_clocks: skipped: the GPUs of profile {settings.gpu_profile} have no application clocks "
             "(app_clocks None: GeForce boards refuse nvidia-smi -ac)")
         return
-    unit = files.template(name="boot unit applies the application clocks",
-                          src=templates.path("gpu_clocks", UNIT + ".j2"), dest=f"/etc/systemd/system/{UNIT}",
-                          mode="644", memory=clocks.memory, graphics=clocks.graphics)
+    unit = managed_files.template("boot unit applies the application clocks", "gpu_clocks", UNIT + ".j2",
+                                  f"/etc/systemd/system/{UNIT}", memory=clocks.memory, graphics=clocks.graphics)
     systemd.service(name="clocks unit enabled at boot", service=UNIT, enabled=True, running=None,
                     daemon_reload=unit.will_change)
     applied(name=f"application clocks {clocks.memory},{clocks.graphics} (memory,graphics)",

@@ -9,11 +9,11 @@ from pyinfra.api import deploy
 from pyinfra.api.exceptions import OperationValueError
 from pyinfra.facts.files import FileContents
 from pyinfra.facts.server import Which
-from pyinfra.operations import files, server
+from pyinfra.operations import server
 
-from llmfleet import templates
 from llmfleet.facts import IsContainer
 from llmfleet.settings import Settings
+from operations import managed_files
 
 GRUB_DROPIN = "/etc/default/grub.d/90-llmfleet.cfg"
 CONTAINER_REASON = ("not applied: a container host shares the kernel of the machine it runs on "
@@ -44,14 +44,7 @@ def configure(settings: Settings):
         raise OperationValueError(
             f"host {host.name}: kernel_cmdline = {settings.kernel_cmdline!r} needs update-grub, which "
             "this host lacks: install grub2-common (Debian/Ubuntu hosts booting through grub)")
-    dropin = files.template(
-        name="grub drop-in carries the kernel parameters",
-        src=templates.path("kernel_cmdline", "90-llmfleet.cfg.j2"),
-        dest=GRUB_DROPIN,
-        mode="644",
-        user="root",
-        group="root",
-        tokens=tokens(settings.kernel_cmdline),
-    )
+    dropin = managed_files.template("grub drop-in carries the kernel parameters", "kernel_cmdline",
+                                    "90-llmfleet.cfg.j2", GRUB_DROPIN, tokens=tokens(settings.kernel_cmdline))
     if dropin.will_change:
         server.shell(name="grub configuration regenerated", commands=["update-grub"])

@@ -3,11 +3,11 @@ for every systemd service (system.conf.d DefaultLimit*, since services ignore li
 
 from pyinfra import host
 from pyinfra.api import deploy, operation
-from pyinfra.operations import files, server
+from pyinfra.operations import server
 
-from llmfleet import templates
 from llmfleet.facts import Account
 from llmfleet.settings import Settings
+from operations import managed_files
 
 LIMITS_FILE = "/etc/security/limits.d/90-llmfleet.conf"
 SYSTEMD_FILE = "/etc/systemd/system.conf.d/90-llmfleet-limits.conf"
@@ -40,14 +40,11 @@ def configure(settings: Settings):
     """Create the service account if missing and set `limits_nofile` and `limits_memlock` for it."""
     service_account(name="service account exists", user=settings.service_user,
                     home=f"/var/lib/{settings.service_user}", shell="/usr/sbin/nologin")
-    files.template(name="limits.d has the service account's limits",
-                   src=templates.path("limits", "90-llmfleet.conf.j2"), dest=LIMITS_FILE, mode="644", settings=settings)
-    files.directory(name="system.conf.d exists", path="/etc/systemd/system.conf.d", mode="755")
-    manager = files.template(
-        name="systemd services get the same limits",
-        src=templates.path("limits", "90-llmfleet-limits.conf.j2"),
-        dest=SYSTEMD_FILE,
-        mode="644",
+    managed_files.template("limits.d has the service account's limits", "limits", "90-llmfleet.conf.j2",
+                           LIMITS_FILE, settings=settings)
+    managed_files.directory("system.conf.d exists", "/etc/systemd/system.conf.d")
+    manager = managed_files.template(
+        "systemd services get the same limits", "limits", "90-llmfleet-limits.conf.j2", SYSTEMD_FILE,
         nofile=systemd_value(settings.limits_nofile),
         memlock=systemd_value(settings.limits_memlock),
     )

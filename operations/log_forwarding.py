@@ -3,15 +3,14 @@ kernel's messages, forwarded by the distribution's rsyslog to the central receiv
 (TCP, a disk-assisted queue: a receiver outage loses nothing), or nothing forwarded when none is
 configured (install, configure, activate). What it renders: llmfleet/log_forwarding.py."""
 
-from io import StringIO
 
 from pyinfra import host, logger
 from pyinfra.api import deploy
-from pyinfra.operations import files, server, systemd
+from pyinfra.operations import server, systemd
 
 from llmfleet import log_forwarding
 from llmfleet.settings import Settings
-from operations import apt_installed
+from operations import apt_installed, managed_files
 
 
 @deploy("log_forwarding")
@@ -22,7 +21,7 @@ def configure(settings: Settings):
         why = "log_forwarding: log_forward_target is None: logs stay on the host (llmfleet's forwarding file removed)"
         host.noop(why)
         host.log_styled(why, fg="yellow", log_func=logger.info)
-        removed = files.file(name="no forwarding file", path=log_forwarding.FORWARD_CONF, present=False)
+        removed = managed_files.absent("no forwarding file", log_forwarding.FORWARD_CONF)
         if removed.will_change:
             server.shell(name="rsyslog restarted without the forwarding", commands=["systemctl try-restart rsyslog"])
         return
@@ -31,8 +30,8 @@ def configure(settings: Settings):
                   no_recommends=True)
     # configure: checked by rsyslog itself before it restarts with it (a refused file stops the deploy here,
     # and the running rsyslog keeps forwarding with what it had)
-    conf = files.put(name=f"rsyslog forwards to {settings.log_forward_target}", src=StringIO(config),
-                     dest=log_forwarding.FORWARD_CONF, mode="644")
+    conf = managed_files.put(f"rsyslog forwards to {settings.log_forward_target}", log_forwarding.FORWARD_CONF,
+                             config)
     if conf.will_change:
         server.shell(name="rsyslog accepts its configuration", commands=["rsyslogd -N1 -f /etc/rsyslog.conf"])
     # activate

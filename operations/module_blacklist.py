@@ -3,11 +3,11 @@
 from pyinfra import host
 from pyinfra.api import deploy
 from pyinfra.facts.server import KernelModules, Which
-from pyinfra.operations import files, server
+from pyinfra.operations import server
 
-from llmfleet import templates
 from llmfleet.facts import IsContainer
 from llmfleet.settings import Settings
+from operations import managed_files
 
 BLACKLIST = "/etc/modprobe.d/90-llmfleet-blacklist.conf"
 
@@ -15,9 +15,8 @@ BLACKLIST = "/etc/modprobe.d/90-llmfleet-blacklist.conf"
 @deploy("module_blacklist")
 def configure(settings: Settings):
     """Blacklist `module_blacklist` (also for explicit loads) and unload those loaded."""
-    blacklist = files.template(name="modprobe blacklist",
-                               src=templates.path("module_blacklist", "90-llmfleet-blacklist.conf.j2"),
-                               dest=BLACKLIST, mode="644", modules=sorted(settings.module_blacklist))
+    blacklist = managed_files.template("modprobe blacklist", "module_blacklist", "90-llmfleet-blacklist.conf.j2",
+                                       BLACKLIST, modules=sorted(settings.module_blacklist))
     if host.get_fact(IsContainer):
         host.noop("module_blacklist: unloading not applied: a container host shares the machine's kernel "
                   "and cannot load or unload modules (the blacklist file is written for completeness)")

@@ -3,14 +3,13 @@ data says, with its textfile collector folder holding llmfleet's own host metric
 the models folder's free space), written by llmfleet-host-metrics.timer (install, configure,
 activate). What it renders: llmfleet/node_exporter.py."""
 
-from io import StringIO
 
 from pyinfra.api import deploy
-from pyinfra.operations import files, systemd
+from pyinfra.operations import systemd
 
 from llmfleet import node_exporter
 from llmfleet.settings import Settings
-from operations import apt_installed
+from operations import apt_installed, managed_files
 
 UNIT_DIR = "/etc/systemd/system"
 
@@ -23,14 +22,13 @@ def configure(settings: Settings):
     apt_installed("node exporter is installed", [node_exporter.NODE_EXPORTER_PACKAGE], settings.apt_cache_valid_s,
                   no_recommends=True)
     # configure
-    files.directory(name="textfile collector folder", path=settings.node_exporter_textfile_dir, mode="755")
-    defaults = files.put(name="node exporter listens and reads the textfile folder where group data says",
-                         src=StringIO(node_exporter.node_exporter_defaults(settings)),
-                         dest=node_exporter.NODE_EXPORTER_DEFAULTS, mode="644")
-    files.directory(name="llmfleet's host scripts folder", path="/usr/local/lib/llmfleet", mode="755")
-    files.put(name="host metrics script", src=StringIO(node_exporter.host_metrics_script(settings)),
-              dest=node_exporter.HOST_METRICS_SCRIPT, mode="755")
-    units = [files.put(name=f"{name}", src=StringIO(content), dest=f"{UNIT_DIR}/{name}", mode="644")
+    managed_files.directory("textfile collector folder", settings.node_exporter_textfile_dir)
+    defaults = managed_files.put("node exporter listens and reads the textfile folder where group data says",
+                                 node_exporter.NODE_EXPORTER_DEFAULTS, node_exporter.node_exporter_defaults(settings))
+    managed_files.directory("llmfleet's host scripts folder", "/usr/local/lib/llmfleet")
+    managed_files.put("host metrics script", node_exporter.HOST_METRICS_SCRIPT,
+                      node_exporter.host_metrics_script(settings), mode="755")
+    units = [managed_files.put(name, f"{UNIT_DIR}/{name}", content)
              for name, content in node_exporter.host_metrics_units(settings).items()]
     # activate
     systemd.service(name="node exporter is enabled and running", service=node_exporter.NODE_EXPORTER_SERVICE,

@@ -15,11 +15,11 @@ from pyinfra.api import OperationValueError, StringCommand, deploy, operation
 from pyinfra.facts.apt import noninteractive_apt
 from pyinfra.operations import apt, files, server
 
-from llmfleet import fabric_manager, templates
+from llmfleet import fabric_manager
 from llmfleet.facts import NvidiaHost
 from llmfleet.gpu_guardrails import driver_branch
 from llmfleet.settings import Settings
-from operations import apt_installed
+from operations import apt_installed, managed_files
 
 # CUDA repository folder per distribution (NVIDIA driver installation guide, r580: "Ubuntu",
 # "Debian"; https://developer.download.nvidia.com/compute/cuda/repos/).
@@ -198,12 +198,10 @@ def install(settings: Settings) -> list[str]:
     apt_installed("gnupg for the repository key", ["gnupg"], settings.apt_cache_valid_s, no_recommends=True)
     repository(name="CUDA repository", url=repo)
     # apt reads preferences at every install: a changed pin needs no index refresh
-    files.template(name="driver version pinned", src=templates.path("nvidia_driver", "90-llmfleet-nvidia.pref.j2"),
-                   dest=PREFERENCES, mode="644", version=settings.nvidia_driver_version)
+    managed_files.template("driver version pinned", "nvidia_driver", "90-llmfleet-nvidia.pref.j2", PREFERENCES,
+                           version=settings.nvidia_driver_version)
     # nouveau must never claim the GPUs (and must not come back from the initramfs)
-    nouveau = files.template(name="nouveau blacklisted",
-                             src=templates.path("nvidia_driver", "90-llmfleet-nouveau.conf.j2"), dest=NOUVEAU,
-                             mode="644")
+    nouveau = managed_files.template("nouveau blacklisted", "nvidia_driver", "90-llmfleet-nouveau.conf.j2", NOUVEAU)
     # install: the running kernel's headers first (the DKMS build in the driver's postinst needs them)
     apt.packages(name=f"kernel headers for {facts['kernel']}", packages=[f"linux-headers-{facts['kernel']}"],
                  no_recommends=True)

@@ -6,10 +6,10 @@ persistence mode, and the daemon is enabled and running (restarted once when the
 """
 
 from pyinfra.api import deploy
-from pyinfra.operations import files, systemd
+from pyinfra.operations import systemd
 
-from llmfleet import templates
 from llmfleet.settings import Settings
+from operations import managed_files
 from operations.nvidia_driver import skipped
 
 UNIT = "nvidia-persistenced.service"
@@ -21,9 +21,8 @@ def configure(settings: Settings):
     """nvidia-persistenced runs with persistence mode on, at every boot."""
     if skipped(settings, "nvidia_persistence"):
         return
-    files.directory(name="persistenced drop-in folder", path=DROPIN_DIR)
-    dropin = files.template(name="persistenced enables persistence mode",
-                            src=templates.path("nvidia_persistence", "90-llmfleet.conf.j2"),
-                            dest=f"{DROPIN_DIR}/90-llmfleet.conf", mode="644")
+    managed_files.directory("persistenced drop-in folder", DROPIN_DIR)
+    dropin = managed_files.template("persistenced enables persistence mode", "nvidia_persistence",
+                                    "90-llmfleet.conf.j2", f"{DROPIN_DIR}/90-llmfleet.conf")
     systemd.service(name="nvidia-persistenced enabled and running", service=UNIT, running=True, enabled=True,
                     restarted=dropin.will_change, daemon_reload=dropin.will_change)

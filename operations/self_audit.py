@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import shlex
 import sys
-from io import BytesIO, StringIO
 from pathlib import Path
 
 from pyinfra import host
@@ -16,6 +15,7 @@ from pyinfra.operations import files, server, systemd
 from llmfleet import self_audit
 from llmfleet.audit import fingerprint
 from llmfleet.settings import Settings
+from operations import managed_files
 
 UNIT_DIR = "/etc/systemd/system"
 
@@ -49,9 +49,8 @@ def configure(settings: Settings):
                                _others(settings.self_audit_dir, "venv-*", Path(venv).name)])
     src = self_audit.src_dir(settings)
     bundle = f"{settings.self_audit_dir}/bundles/{self_audit.bundle_id()}.tar.gz"
-    files.directory(name="self-audit bundles folder", path=f"{settings.self_audit_dir}/bundles", mode="755")
-    files.put(name="llmfleet's code for the self-audit (one bundle)", src=BytesIO(self_audit.bundle()), dest=bundle,
-              mode="644")
+    managed_files.directory("self-audit bundles folder", f"{settings.self_audit_dir}/bundles")
+    managed_files.put("llmfleet's code for the self-audit (one bundle)", bundle, self_audit.bundle())
     if host.get_fact(File, path=f"{src}/.complete") is None:
         server.shell(name="self-audit code unpacked and compiled",
                      commands=[f"rm -rf {q(src)} && mkdir -p {q(src)} && tar -xzf {q(bundle)} -C {q(src)} && "
@@ -59,22 +58,20 @@ def configure(settings: Settings):
                                f"touch {q(src)}/.complete",
                                _others(f"{settings.self_audit_dir}/src", "*", Path(src).name, "current"),
                                _others(f"{settings.self_audit_dir}/bundles", "*", Path(bundle).name)])
-    files.link(name="self-audit code in use", path=self_audit.current_src(settings), target=src)
+    managed_files.link("self-audit code in use", self_audit.current_src(settings), src)
     # configure: what the host checks itself against (root only), its recorded hardware
-    files.directory(name="self-audit settings folder", path=self_audit.CONF_DIR, mode="700")
-    files.put(name="the host's settings for its self-audit (root only)",
-              src=StringIO(self_audit.settings_document(host.name, inventory_name(), settings)),
-              dest=self_audit.SETTINGS_FILE, mode="600", user="root", group="root")
+    managed_files.directory("self-audit settings folder", self_audit.CONF_DIR, mode="700")
+    managed_files.put("the host's settings for its self-audit (root only)", self_audit.SETTINGS_FILE,
+                      self_audit.settings_document(host.name, inventory_name(), settings), mode="600")
     recorded = fingerprint.path_for(fingerprint.state_dir(), host.name)
     if recorded.is_file():
-        files.put(name="hardware fingerprint recorded at onboarding", src=str(recorded),
-                  dest=self_audit.FINGERPRINT_FILE, mode="600", user="root", group="root")
+        managed_files.put("hardware fingerprint recorded at onboarding", self_audit.FINGERPRINT_FILE,
+                          recorded.read_bytes(), mode="600")
     else:
-        files.file(name="no hardware fingerprint recorded (llmfleet onboard records one)",
-                   path=self_audit.FINGERPRINT_FILE, present=False)
-    files.directory(name="self-audit state folder", path=self_audit.STATE_DIR, mode="755")
-    written = [files.put(name=name, src=StringIO(content), dest=f"{UNIT_DIR}/{name}", mode="644")
-               for name, content in units.items()]
+        managed_files.absent("no hardware fingerprint recorded (llmfleet onboard records one)",
+                             self_audit.FINGERPRINT_FILE)
+    managed_files.directory("self-audit state folder", self_audit.STATE_DIR)
+    written = [managed_files.put(name, f"{UNIT_DIR}/{name}", content) for name, content in units.items()]
     # activate
     changed = any(u.will_change for u in written)
     systemd.service(name="self-audit timer is enabled and running", service=f"{self_audit.UNIT}.timer",

@@ -3,12 +3,10 @@
 from pyinfra import host
 from pyinfra.api import deploy
 from pyinfra.api.exceptions import OperationValueError
-from pyinfra.operations import files
 
-from llmfleet import templates
 from llmfleet.facts import SysfsValues
 from llmfleet.settings import Settings
-from operations import sysfs
+from operations import managed_files, sysfs
 
 DROPIN = "/etc/sysctl.d/90-llmfleet.conf"
 
@@ -36,8 +34,8 @@ def check_names(settings: Settings) -> None:
 def configure(settings: Settings):
     """Persist `sysctls` in a drop-in and set each one now where the host lets it be set."""
     check_names(settings)
-    files.template(name="sysctl drop-in", src=templates.path("sysctls", "90-llmfleet.conf.j2"), dest=DROPIN,
-                   mode="644", sysctls={k: as_text(v) for k, v in sorted(settings.sysctls.items())})
+    managed_files.template("sysctl drop-in", "sysctls", "90-llmfleet.conf.j2", DROPIN,
+                           sysctls={k: as_text(v) for k, v in sorted(settings.sysctls.items())})
     for name, value in sorted(settings.sysctls.items()):
         sysfs.value(name=f"sysctl {name} = {as_text(value)} now", path=proc_path(name), wanted=as_text(value),
                     label=f"sysctls.{name}")

@@ -1,11 +1,10 @@
 """thp: transparent huge pages are set as group data says, now and at every boot."""
 
 from pyinfra.api import deploy
-from pyinfra.operations import files, systemd
+from pyinfra.operations import systemd
 
-from llmfleet import templates
 from llmfleet.settings import Settings
-from operations import sysfs
+from operations import managed_files, sysfs
 
 ENABLED = "/sys/kernel/mm/transparent_hugepage/enabled"
 DEFRAG = "/sys/kernel/mm/transparent_hugepage/defrag"
@@ -15,11 +14,8 @@ UNIT = "llmfleet-thp.service"
 @deploy("thp")
 def configure(settings: Settings):
     """Set `thp_enabled` and `thp_defrag` in sysfs and install a boot unit that sets them again."""
-    unit = files.template(
-        name="boot unit sets transparent huge pages",
-        src=templates.path("thp", UNIT + ".j2"),
-        dest=f"/etc/systemd/system/{UNIT}",
-        mode="644",
+    unit = managed_files.template(
+        "boot unit sets transparent huge pages", "thp", UNIT + ".j2", f"/etc/systemd/system/{UNIT}",
         enabled=settings.thp_enabled,
         defrag=settings.thp_defrag,
         enabled_path=ENABLED,

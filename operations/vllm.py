@@ -47,8 +47,10 @@ from pyinfra.operations import files, server, systemd
 from llmfleet import vllm, vllm_layout
 from llmfleet.facts import NumaNodes, PortHolders, VllmEnvironment, VllmFlags, VllmState, python_script
 from llmfleet.gpu_guardrails import precision_paths
+from llmfleet.managed_files import Entry, file_entry
 from llmfleet.schema import VllmInstance
 from llmfleet.settings import Settings
+from operations import managed_files
 from operations.vllm_roll import instances_rolled_out, rolled_out
 from operations.vllm_roll import run as _run
 
@@ -432,7 +434,14 @@ def _flags_checked(settings: Settings, state: dict, causes: dict) -> None:
 
 @deploy("vllm")
 def serve(settings: Settings, gpu: bool):
-    """Install, configure and (when anything differs) roll out the vLLM service."""
+    """Install, configure and (when anything differs) roll out the vLLM service; what it manages
+    in the host's manifest, its mode and owner put back after the roll."""
+    _serve(settings, gpu)
+    if settings.vllm_enabled:
+        _managed(settings, gpu)
+
+
+def _serve(settings: Settings, gpu: bool) -> None:
     if not settings.vllm_enabled:
         why = "vllm: skipped: vllm_enabled is False for this host"
         host.noop(why)
@@ -572,3 +581,33 @@ def _stage_shared(settings: Settings, causes: set[str]) -> None:
                     link=vllm.model_link(settings), target=vllm.model_dir(settings))
 
 
+def _managed(settings: Settings, gpu: bool) -> None:
+    """Record in the host's manifest what the roll switches into place (units, API key file,
+    environment and model links, the model's SHA256SUMS), and put back the mode and owner of the
+    units and the key file where they differ (their content is the roll's: restart_causes)."""
+    instances = vllm_layout.instances(settings)
+    units = ({vllm.UNIT_PATH: vllm.render_unit(settings, gpu)} if instances is None else
+             {vllm.unit_path(i): text for i, text in zip(instances, unit_texts(
+                 settings, gpu, instances, host.get_fact(NumaNodes)).values(), strict=True)})
+    for path, text in units.items():
+        managed_files.recorded(file_entry(path, text, f"vllm: unit {path} (rolled out)", "644"), text)
+    key = vllm.api_key_env(settings)
+    if key is None:
+        managed_files.recorded(Entry(vllm.API_KEY_FILE, "absent", "vllm: no API key file (vllm_api_key_file None)"))
+    else:
+        managed_files.recorded(file_entry(vllm.API_KEY_FILE, key, "vllm: API key file (vllm_api_key_file)", "600",
+                                          secret=True))
+        units[vllm.API_KEY_FILE] = key
+    managed_files.recorded(Entry(settings.vllm_venv, "link", "vllm: environment link (vllm_venv)",
+                                 target=vllm.env_dir(settings), user="root", group="root"))
+    managed_files.recorded(Entry(vllm.model_link(settings), "link", "vllm: model link `current` (vllm_model)",
+                                 target=vllm.model_dir(settings), user="root", group="root"))
+    model = vllm.model(settings)
+    if model.sha256:
+        managed_files.recorded(Entry(f"{vllm.model_dir(settings)}/{MANIFEST}", "file",
+                                     f"model {model.name} {model.version}: {MANIFEST} (vllm_model.sha256)",
+                                     sha256=model.sha256))
+    for path in units:
+        mode = "600" if path == vllm.API_KEY_FILE else "644"
+        if host.get_fact(File, path=path) is not None:  # a missing one is the roll's to write, with these
+            managed_files.attributes(f"vllm: {path} is root's, mode {mode}", path, mode)

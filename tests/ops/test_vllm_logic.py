@@ -225,7 +225,8 @@ def planned(settings, monkeypatch, **facts) -> tuple[list[str], PlanHost]:
     monkeypatch.setattr(ops.vllm, "render_unit", lambda s, gpu, *instance: UNIT)
     fake = PlanHost({"VllmState": active(settings), "VllmEnvironment": CLEAN_ENV,
                      "VllmFlags": {"version": "0.19.1", "ok": True, "unknown": [], "options": [], "error": None},
-                     "PortHolders": {str(settings.vllm_port): [SERVER]}}
+                     "PortHolders": {str(settings.vllm_port): [SERVER]},
+                     "File": None}  # (the units' and key file's mode and owner: operations/managed_files.py)
                     | facts)
     with ctx_host.use(fake):
         ops.serve.__wrapped__(settings, gpu=True)
