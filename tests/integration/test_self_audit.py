@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import shlex
 import subprocess
 import time
 from pathlib import Path
@@ -17,14 +18,46 @@ import pytest
 from harness import BIN, LAB_ENV, lab_ssh, run, state
 from test_monitoring import api, prometheus, wait
 
-from llmfleet import self_audit
+from llmfleet import self_audit, vllm
 from llmfleet.lab import poller
+from llmfleet.lab.config import LabPaths
+from llmfleet.lab.serving import api_key_file
 
 pytestmark = pytest.mark.lab_stage("as made")
 DRIFTED = "lab-c2"
 REBOOTED = "lab-c3"
 SERVICE = f"{self_audit.UNIT}.service"
 TIMER = f"{self_audit.UNIT}.timer"
+# What is changed by hand on a managed host, beside the limit and chrony above: a secret made
+# world-readable, a managed file given to another owner, a foreign sysctl drop-in that overrides a
+# managed key at the next boot, the served model's `current` link removed, a managed unit edited,
+# and a drop-in added beside a managed unit.
+BY_HAND = [
+    f"chmod 644 {vllm.API_KEY_FILE}",
+    "chown nobody /etc/sysctl.d/90-llmfleet.conf",
+    "printf 'vm.swappiness = 60\\n' > /etc/sysctl.d/95-local.conf",
+    "rm /data/models/tiny-llama/current",
+    "echo '# tuned by hand' >> /etc/systemd/system/llmfleet-thp.service",
+    "mkdir -p /etc/systemd/system/llmfleet-host-metrics.service.d && "
+    "printf '[Service]\\nNice=5\\n' > /etc/systemd/system/llmfleet-host-metrics.service.d/override.conf",
+]
+# How both audits name each of them: (what, expected, actual), each a part of the problem's text.
+MANAGED_DRIFT = [
+    (f"managed file: {vllm.API_KEY_FILE} (vllm: API key file", "0600", "0644"),
+    ("managed file: /etc/sysctl.d/90-llmfleet.conf (sysctl drop-in): user", "root", "nobody"),
+    ("drop-in override: /etc/sysctl.d/95-local.conf line 1 overrides /etc/sysctl.d/90-llmfleet.conf: vm.swappiness",
+     "1", "60"),
+    ("managed file: /data/models/tiny-llama/current (vllm: model link `current` (vllm_model)): kind", "link",
+     "missing"),
+    ("managed file: /etc/systemd/system/llmfleet-thp.service (boot unit sets transparent huge pages): content",
+     "sha256 ", "sha256 "),
+    ("drop-in override: /etc/systemd/system/llmfleet-host-metrics.service.d/override.conf line 2 overrides "
+     "/etc/systemd/system/llmfleet-host-metrics.service: Service.Nice", "not set", "5"),
+]
+
+
+def api_key() -> str:
+    return (Path(LAB_ENV["LLMFLEET_LAB_DIR"]) / api_key_file(LabPaths.from_env()).name).read_text().strip()
 
 
 def self_audited(host: str) -> dict:
@@ -83,7 +116,8 @@ def test_a_drift_is_named_alike_by_the_control_audit_the_self_audit_and_promethe
     run(str(BIN / "pyinfra"), "inventories/lab.py", "deploy.py", "-y", "--limit", DRIFTED,
         LLMFLEET_STATE_DIR=str(state_dir))
     lab_ssh(DRIFTED, "sudo sed -i 's/nofile 65536/nofile 2048/' /etc/security/limits.d/90-llmfleet.conf"
-                     " && sudo systemctl stop chrony")
+                     " && sudo systemctl stop chrony && "
+                     + " && ".join(f"sudo sh -c {shlex.quote(c)}" for c in BY_HAND))
     try:
         control = control_audit(tmp_path, state_dir)
         before = time.time()
@@ -96,6 +130,10 @@ def test_a_drift_is_named_alike_by_the_control_audit_the_self_audit_and_promethe
         whats = {p["what"] for p in own}
         assert "cpu.model" in whats and "chrony service" in whats, whats
         assert any("vllm soft nofile" in w for w in whats), whats
+        named = {(p["what"], p["expected"], p["actual"]) for p in own}
+        for want in MANAGED_DRIFT:
+            assert any(all(part in str(f) for part, f in zip(want, n, strict=True)) for n in named), (want, named)
+        assert api_key() not in json.dumps(control + own + gathered)  # a secret is named, never shown
     finally:
         record.write_text(json.dumps(real))  # the hardware as it is
         run(str(BIN / "pyinfra"), "inventories/lab.py", "deploy.py", "-y", "--limit", DRIFTED,
@@ -104,6 +142,11 @@ def test_a_drift_is_named_alike_by_the_control_audit_the_self_audit_and_promethe
     before = time.time()
     assert self_audited(DRIFTED)["hosts"][DRIFTED]["problems"] == []
     assert from_prometheus(tmp_path, before) == []
+    # the repair is whole: a second deploy changes nothing (the commented-out line stays so)
+    plan = json.loads(run(str(BIN / "pyinfra"), "inventories/lab.py", "deploy.py", "--dry", "--json", "--limit",
+                          DRIFTED, LLMFLEET_STATE_DIR=str(state_dir)).stdout)["plan"]
+    assert {p["name"] for p in plan if p["hosts_with_change"] or p["hosts_with_conditional_change"]} == set()
+    assert "# llmfleet: vm.swappiness" in lab_ssh(DRIFTED, "cat /etc/sysctl.d/95-local.conf").stdout
 
 
 def test_the_self_audit_timer_comes_back_after_a_reboot(lab, deployed):
