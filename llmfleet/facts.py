@@ -161,13 +161,16 @@ class VllmEnvironment(FactBase[dict]):
 
 
 class VllmFlags(FactBase[dict]):
-    """The vLLM server's flags as the argument parser of the vLLM in an environment reads them
+    """The vLLM server's flags as the vLLM in an environment reads them at start, in the unit's
+    environment `env`: its argument parser, then its configuration classes, without loading weights
     (llmfleet/remote/vllm_flags.py, run with the environment's `python`): {"version", "ok",
-    "unknown", "options", "error"}, or {"unreadable": output} when the parser could not run."""
+    "unknown", "options", "error", "config", "config_error", "note", "seconds"}, or
+    {"unreadable": output} when the parser could not run."""
 
-    def command(self, python: str, args: list[str]) -> str:
-        # from / (no folder of the login user on sys.path); stderr holds vLLM's import warnings
-        return f"cd / && {{ {python_script('vllm_flags', json.dumps(args), python=python)}\n}} 2>/dev/null || true"
+    def command(self, python: str, args: list[str], env: dict[str, str] | None = None) -> str:
+        # from / (no folder of the login user on sys.path); stderr holds vLLM's logging and warnings
+        script = python_script("vllm_flags", json.dumps(args), json.dumps(env or {}), python=python)
+        return f"cd / && {{ {script}\n}} 2>/dev/null || true"
 
     def process(self, output) -> dict:
         lines = [line for line in output if line.strip()]

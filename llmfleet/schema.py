@@ -111,6 +111,32 @@ UvRequirement = Annotated[str, _pattern(r"uv==[0-9][A-Za-z0-9.+!-]*", "uv, pinne
 FlagName = Annotated[str, _pattern(r"-{0,2}[a-z0-9][a-z0-9_-]*", "a vLLM option name like max-model-len")]
 FlagValue = Annotated[int, Field(strict=True)] | float | StrictBool | None | \
     Annotated[str, _pattern(r"[^\n\r\x00]*", "one line of text")] | list[str | int] | dict
+
+
+def flag_name(key: str) -> str:
+    """A vLLM option's name as llmfleet spells it: no leading dashes, words joined by dashes. vLLM's
+    parser reads --max_model_len as --max-model-len (FlexibleArgumentParser.parse_args, vLLM 0.32.0
+    vllm/utils/argparse_utils.py), so both spellings name one option."""
+    return key.strip().lstrip("-").replace("_", "-")
+
+
+def _one_spelling(flags: dict[str, Any]) -> dict[str, Any]:
+    """vllm_flags with every name in the dash spelling, in the order given: what every reader of the
+    settings sees. Two spellings of one option are refused, even with the same value: rendered, both
+    reach vLLM's command line and the one that comes last wins (argparse keeps an option's last value)."""
+    spellings: dict[str, list[str]] = {}
+    for key in flags:
+        spellings.setdefault(flag_name(key), []).append(key)
+    twice = [(name, keys) for name, keys in spellings.items() if len(keys) > 1]
+    if twice:
+        given = {name: [f"{k!r} = {flags[k]!r}" for k in keys] for name, keys in twice}
+        raise ValueError("; ".join(
+            f"vllm_flags.{name}: given {'twice' if len(keys) == 2 else f'{len(keys)} times'}, as "
+            f"{', '.join(given[name][:-1])} and {given[name][-1]}: vLLM reads each as --{name}, and the one last "
+            f"on its command line wins (fix: keep one, spelt {name!r})" for name, keys in twice))
+    return {flag_name(key): value for key, value in flags.items()}
+
+
 EnvName = Annotated[str, _pattern(r"[A-Z_][A-Z0-9_]*", "an environment variable name (A-Z 0-9 _)")]
 EnvValue = Annotated[str, _pattern(r"[^\n\r\x00]*", "one line of text")]
 
@@ -851,7 +877,7 @@ class VllmSettings(_Section):
         "node_exporter": 9100, "prometheus": 9090, "dcgm_exporter": 9400}
     """Ports other services on the host listen on (the monitoring's exporters): no vLLM instance, front
     door or its metrics may take one"""
-    vllm_flags: dict[FlagName, FlagValue] = {
+    vllm_flags: Annotated[dict[FlagName, FlagValue], AfterValidator(_one_spelling)] = {
         "dtype": "half",  # V100 has no bfloat16
         "tensor-parallel-size": 8,  # must divide the model's attention heads
         "max-model-len": 8192,
@@ -861,10 +887,16 @@ class VllmSettings(_Section):
     }
     """Every vLLM option, as {name: value}: True -> --name, False -> --no-name, None -> left out.
     --model, --served-model-name, --host, --port and --api-key come from the settings above.
+    A name is read with dashes whatever its spelling (max_model_len and --max-model-len are
+    max-model-len, as vLLM's parser reads them); one option given in two spellings is refused.
     Checked before any restart against the pinned version's known traps (llmfleet/compat.py:
     --scheduler-policy, --max-waiting-time, --ray-address, --use-v2-block-manager, ...), against the
     values the version takes (OPTION_RULES: gpu-memory-utilization in (0, 1], sizes >= 1, dtype and
-    kv-cache-dtype names, ...), and against the argument parser of the vLLM installed on the host."""
+    kv-cache-dtype names, ...), and by the vLLM installed on the host, in the unit's environment, as
+    the server checks them at start: its argument parser, then its configuration (e.g.
+    max-num-batched-tokens below max-model-len with enable-chunked-prefill False), built from the
+    model's config.json without loading weights (its scheduler's part alone while the model is not
+    on the host yet)."""
     vllm_env: dict[EnvName, EnvValue] = {
         "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
         "VLLM_NO_USAGE_STATS": "1",

@@ -162,7 +162,10 @@ def _describe(err: ErrorDetails, values: dict[str, Any]) -> str:
     if err["loc"] and err["loc"][-1] == "[key]":
         value = err.get("input", value)
     msg = err["msg"].removeprefix("Value error, ")
-    return f"{'.'.join(path) or loc[0]} = {value!r}: {msg} (fix it in group data)"
+    where = ".".join(path) or str(loc[0])
+    if msg.startswith(f"{where}.") and "(fix: " in msg:  # the check named the part, its value and the fix itself
+        return msg
+    return f"{where} = {value!r}: {msg} (fix it in group data)"
 
 
 def settings_for(host) -> Settings:

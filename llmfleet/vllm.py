@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from llmfleet import compat, templates
+from llmfleet.schema import flag_name
 
 if TYPE_CHECKING:
     from llmfleet.schema import Settings, VllmInstance, VllmModel
@@ -32,13 +33,8 @@ RESERVED_FLAGS = {"model": "vllm_model", "served-model-name": "vllm_served_model
                   "port": "vllm_port", "api-key": "vllm_api_key_file"}
 
 
-def flag_name(key: str) -> str:
-    """vLLM's parser takes --max_model_len and --max-model-len alike; llmfleet writes dashes."""
-    return key.strip().lstrip("-").replace("_", "-")
-
-
 def flags(settings: Settings) -> dict:
-    """vllm_flags with names normalised (dashes)."""
+    """vllm_flags, every name in the dash spelling (the schema's validator spells them so: flag_name)."""
     return {flag_name(k): v for k, v in settings.vllm_flags.items()}
 
 
@@ -245,7 +241,8 @@ def _describe_rule(rule: compat.OptionRule) -> str:
 
 
 def host_flag_problems(settings: Settings, report: dict) -> list[str]:
-    """Problems the installed vLLM's own parser found (report: llmfleet/remote/vllm_flags.py's output)."""
+    """Problems the installed vLLM found, by its own parser and its own configuration classes
+    (report: llmfleet/remote/vllm_flags.py's output), each with its fix."""
     problems = []
     options = report.get("options", [])
     for flag in report.get("unknown", []):
@@ -258,4 +255,20 @@ def host_flag_problems(settings: Settings, report: dict) -> list[str]:
                         f"(fix: {fix})")
     if report.get("error"):
         problems.append(f"vllm_flags: vLLM {report.get('version')} refuses the arguments: {report['error']}")
+    if report.get("config_error"):
+        problems.append(config_problem(settings, report))
     return problems
+
+
+def config_problem(settings: Settings, report: dict) -> str:
+    """vLLM's refusal of the configuration the flags make, in its own words, with the value of each
+    flag its reason names (vLLM names options as its config fields do, max_num_batched_tokens, or as
+    its parser does, --enable-auto-tool-choice)."""
+    reason = str(report["config_error"])
+    named = [f"{name} = {value!r}" for name, value in flags(settings).items() if re.search(
+        rf"(?<![\w-])(?:--)?(?:{re.escape(name)}|{re.escape(name.replace('-', '_'))})(?![\w-])", reason)]
+    partial = (" (its SchedulerConfig: the model is not on the host yet)" if report.get("config") == "scheduler"
+               else "")
+    fix = (f"change {', '.join(named)} in vllm_flags as vLLM's reason says" if named
+           else "change vllm_flags as vLLM's reason says")
+    return f"vllm_flags: vLLM {report.get('version')} refuses these flags at start{partial}: {reason} (fix: {fix})"

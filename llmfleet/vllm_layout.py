@@ -183,7 +183,7 @@ def problems(settings: Settings) -> list[str]:
     if layout is None:
         return out
     for flag in LAYOUT_FLAGS:
-        value = {k.strip().lstrip("-").replace("_", "-"): v for k, v in settings.vllm_flags.items()}.get(flag)
+        value = settings.vllm_flags.get(flag)  # spelt with dashes (the schema's flag_name)
         if value is not None:
             out.append(_bad(f"vllm_flags.{flag}", value, "the layout sets it for each instance from its GPUs",
                             f"leave it out of vllm_flags ('{flag}': None) and size the instances in vllm_layout"))

@@ -240,17 +240,19 @@ def model_synced(settings: Settings) -> None:
 # activate
 # ------------------------------------------------------------------------------------------------
 def flag_problems(settings: Settings, report: dict) -> list[str]:
-    """What the host's vLLM parser (fact VllmFlags) refuses, each with its fix."""
+    """What the host's vLLM (fact VllmFlags: its parser, then its configuration classes) refuses,
+    each with its fix."""
     if "unreadable" in report:
         return [f"vllm_flags: could not run the vLLM parser in {vllm.env_dir(settings)}/bin/python3: "
                 f"{report['unreadable'][-500:]}"]
     return vllm.host_flag_problems(settings, report)
 
 
-# The parser's answer for an environment, shared by the hosts of this run (one per state, env and
-# arguments): hosts whose environment is the same package set (its path names it, envs/<id>) and
-# holds exactly what its record says (VllmEnvironment: no package differs) hold the same vLLM, so
-# one host's parser answers for all of them; the others wait for it instead of each importing
+# The check's answer for an environment, shared by the hosts of this run (one per state, env,
+# arguments, unit environment and GPU profile): hosts whose environment is the same package set (its
+# path names it, envs/<id>) and holds exactly what its record says (VllmEnvironment: no package
+# differs) hold the same vLLM, and with the same GPUs it builds the same configuration, so one
+# host's check answers for all of them; the others wait for it instead of each importing
 # vLLM and PyTorch at once (about 15 s of CPU a host). An answer that could not be read (the
 # parser did not load there) or a host that failed to answer is no one else's: each host then
 # reads its own.
@@ -258,17 +260,28 @@ _FLAG_ANSWERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def checked_args(settings: Settings) -> list[str]:
-    """The arguments the flag check gives the host's parser: the server's, or in a layout its
-    first instance's (the instances differ only in port and parallel sizes)."""
+    """The arguments the flag check gives the host's vLLM: the server's, or in a layout its first
+    instance's (the instances differ only in port and parallel sizes), with --model the folder of
+    the version the restart serves (the `current` link may still name the one served now; vLLM
+    reads the model's config.json from it, where it is on the host already)."""
     instances = vllm_layout.instances(settings)
-    return vllm.server_args(settings, instances[0] if instances else None)
+    args = vllm.server_args(settings, instances[0] if instances else None)
+    return [vllm.model_dir(settings) if i and args[i - 1] == "--model" else a for i, a in enumerate(args)]
+
+
+def checked_env(settings: Settings) -> dict[str, str]:
+    """The unit's environment, which the check runs vLLM in (vllm_env; in a layout, its first
+    instance's GPUs): vLLM reads its settings from there too (VLLM_CPU_KVCACHE_SPACE, ...)."""
+    instances = vllm_layout.instances(settings)
+    return vllm.instance_env(settings, instances[0] if instances else None)
 
 
 def shared_flag_report(state, settings: Settings, read) -> dict:
     """The VllmFlags answer for this host's environment and arguments: `read()` on the first host
     that asks in this run, the same answer for the hosts after it."""
     answers = _FLAG_ANSWERS.setdefault(state, {})
-    key = (vllm.env_dir(settings), json.dumps(checked_args(settings)))
+    key = (vllm.env_dir(settings), json.dumps(checked_args(settings)), json.dumps(checked_env(settings)),
+           settings.gpu_profile)
     pending = answers.get(key)
     if pending is not None:
         answer = pending.get()
@@ -285,12 +298,21 @@ def shared_flag_report(state, settings: Settings, read) -> dict:
 
 def _flags_checked_now(state, host, settings: Settings) -> bool:
     """At run time, for an environment made or repaired in this deploy."""
-    command = VllmFlags().command(f"{vllm.env_dir(settings)}/bin/python3", checked_args(settings))
+    command = VllmFlags().command(f"{vllm.env_dir(settings)}/bin/python3", checked_args(settings),
+                                  checked_env(settings))
     _, out = _run(host, command)
-    problems = flag_problems(settings, VllmFlags().process(out.splitlines()))
+    report = VllmFlags().process(out.splitlines())
+    problems = flag_problems(settings, report)
     for problem in problems:
         host.log_styled(problem + "; the running service is left as it is", fg="red", log_func=logger.error)
+    _log_partial_check(host, report)
     return not problems
+
+
+def _log_partial_check(host, report: dict) -> None:
+    """Says so where vLLM could check only part of its configuration (the model not on the host yet)."""
+    if report.get("note"):
+        host.log_styled(f"vllm: flags: {report['note']}", fg="yellow", log_func=logger.info)
 
 
 def restart_causes(settings: Settings, state: dict, env: dict, unit_text: str) -> dict[str, str]:
@@ -417,13 +439,19 @@ def _ports_checked(settings: Settings) -> None:
 
 
 def _flags_checked(settings: Settings, state: dict, causes: dict) -> None:
-    """The environment is there as recorded: its parser checks the flags now, before any change
-    (once for the hosts of one environment: shared_flag_report). After a repair, or in a new
-    environment, they are checked there at run time (_flags_checked_now)."""
+    """The environment is there as recorded: its vLLM checks the flags now, before any change, as
+    the server would at start (its parser, then its configuration classes, in the unit's
+    environment; once for the hosts of one environment: shared_flag_report). After a repair, or in
+    a new environment, they are checked there at run time (_flags_checked_now)."""
     if not state["env_ready"] or "packages" in causes:
+        # vLLM cannot be asked here: no environment yet (a fresh host, a new package set), or one
+        # whose packages differ from its record. environment_made/environment_repaired ask it at run
+        # time, once the environment is there, still before any restart (_flags_checked_now)
         return
     report = shared_flag_report(host.state, settings, lambda: host.get_fact(
-        VllmFlags, python=f"{vllm.env_dir(settings)}/bin/python3", args=checked_args(settings)))
+        VllmFlags, python=f"{vllm.env_dir(settings)}/bin/python3", args=checked_args(settings),
+        env=checked_env(settings)))
+    _log_partial_check(host, report)
     problems = flag_problems(settings, report)
     for problem in problems:  # one line per host, which the audit's dry run reads (config_drift.py)
         host.log_styled(f"Error: {problem}", fg="red", log_func=logger.error)

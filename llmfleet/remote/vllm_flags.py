@@ -1,14 +1,31 @@
-"""Run on a host with the vLLM environment's python: check command-line flags with the argument
-parser of the vLLM installed there. Argument: a JSON list of arguments. Prints one JSON object:
-{"version": ..., "ok": bool, "unknown": [flags], "options": [every option it knows], "error": str|None},
-or {"unreadable": why} when vLLM or its parser does not load.
+"""Run on a host with the vLLM environment's python: check the server's command line with the vLLM
+installed there, as the server itself checks it at start, without loading weights: its argument
+parser, then its configuration classes.
+
+Arguments: a JSON list of the server's arguments; optionally a JSON object of the unit's
+environment (vllm_env, an instance's GPUs), set before vLLM is imported. Prints one JSON object:
+{"version", "ok", "unknown": [flags], "options": [every option it knows], "error": the parser's
+complaint or None, "config": what was built ("engine": the whole engine configuration; "scheduler":
+SchedulerConfig alone, the model's config.json not being on the host yet; None: not built, the
+parser refused), "config_error": vLLM's reason for refusing the configuration or None, "note",
+"seconds"}, or {"unreadable": why} when vLLM or its parser does not load. vLLM's own output (its
+logging, warnings) goes to stderr: standard output holds that one line.
 """
 
 import contextlib
+import dataclasses
 import importlib
 import io
 import json
+import os
 import sys
+import time
+
+START = time.monotonic()
+# file descriptor 1 becomes stderr for everything vLLM, PyTorch or their C code print; the
+# report alone goes to the real standard output
+REPORT = os.fdopen(os.dup(1), "w")
+os.dup2(2, 1)
 
 
 def first(*names):
@@ -20,7 +37,86 @@ def first(*names):
     raise ImportError("none of " + ", ".join(f"{m}.{a}" for m, a in names))
 
 
+def report(answer):
+    REPORT.write(json.dumps(answer) + "\n")
+    REPORT.flush()
+
+
+def reason(exc):
+    """vLLM's reason: each message of a pydantic ValidationError (its config classes are pydantic
+    dataclasses), else the exception's text."""
+    errors = getattr(exc, "errors", None)
+    messages = []
+    if callable(errors):
+        with contextlib.suppress(Exception):
+            messages = [str(e.get("msg", "")).removeprefix("Value error, ") for e in errors()]
+    text = "; ".join(m for m in messages if m) or str(exc).strip() or type(exc).__name__
+    return text[:2000]
+
+
+def scheduler_config(args, engine_args_class, usage_context):
+    """Without the model's config.json (not on the host yet) vLLM cannot build the engine's
+    configuration (nor EngineArgs, which may look the model up): SchedulerConfig alone, from the
+    parsed flags' values, with the defaults
+    create_engine_config gives what they leave out (EngineArgs.get_batch_defaults,
+    _set_default_max_num_seqs_and_batched_tokens_args: vLLM 0.32.0 vllm/engine/arg_utils.py). What
+    only the model knows is taken as what lets the check pass: its context length as the batch's
+    token budget unless --max-model-len gives it, chunked prefill as on unless the flags turn it off."""
+    scheduler = first(("vllm.config", "SchedulerConfig"), ("vllm.config.scheduler", "SchedulerConfig"))
+    def flag(name):
+        return getattr(args, name, None)
+
+    world = (flag("pipeline_parallel_size") or 1) * (flag("tensor_parallel_size") or 1)
+    tokens, seqs = {}, {}
+    if hasattr(engine_args_class, "get_batch_defaults"):
+        tokens, seqs = engine_args_class.get_batch_defaults(world)
+    max_len = flag("max_model_len") if isinstance(flag("max_model_len"), int) and flag("max_model_len") > 0 else None
+    chunked = flag("enable_chunked_prefill") is not False
+    batched = flag("max_num_batched_tokens")
+    if batched is None:
+        batched = tokens.get(usage_context, getattr(scheduler, "DEFAULT_MAX_NUM_BATCHED_TOKENS", 2048))
+        batched = batched if chunked or max_len is None else max(max_len, batched)
+    max_seqs = flag("max_num_seqs") or seqs.get(usage_context, getattr(scheduler, "DEFAULT_MAX_NUM_SEQS", 128))
+    given = {"max_num_batched_tokens": batched, "enable_chunked_prefill": chunked, "max_num_seqs": max_seqs,
+             "max_model_len": max_len or batched, "is_encoder_decoder": False}
+    for name in ("max_num_active_seqs", "long_prefill_token_threshold", "max_num_scheduled_tokens"):
+        if flag(name) is not None:
+            given[name] = flag(name)
+    known = getattr(scheduler, "__dataclass_fields__", None) or {f.name: f for f in dataclasses.fields(scheduler)}
+    scheduler(**{k: v for k, v in given.items() if k in known})
+
+
+def config_checked(args):
+    """vLLM's configuration built from the parsed arguments as the server builds it at start (vLLM
+    0.32.0 vllm/entrypoints/launchers/api_server/entry.py: main's validate_parsed_serve_args, then
+    build_async_engine_client's AsyncEngineArgs.from_cli_args and create_engine_config, before any
+    engine process or weight): (what was built, vLLM's reason or None, a note)."""
+    try:
+        validate = first(("vllm.entrypoints.launchers.cli_args", "validate_parsed_serve_args"),
+                         ("vllm.entrypoints.openai.cli_args", "validate_parsed_serve_args"))
+        engine_args_class = first(("vllm.engine.arg_utils", "AsyncEngineArgs"))
+        usage_context = first(("vllm.usage.usage_lib", "UsageContext")).OPENAI_API_SERVER
+    except ImportError as exc:
+        return None, None, f"vLLM's configuration was not built ({exc}): its parser alone checked the flags"
+    model = getattr(args, "model", None) or ""
+    whole = not (model.startswith("/") and not os.path.isfile(os.path.join(model, "config.json")))
+    try:
+        validate(args)
+        if whole:
+            engine_args_class.from_cli_args(args).create_engine_config(usage_context=usage_context)
+        else:
+            scheduler_config(args, engine_args_class, usage_context)
+    except Exception as exc:  # noqa: BLE001 - vLLM's refusal, as data
+        return ("engine" if whole else "scheduler"), reason(exc), None
+    if whole:
+        return "engine", None, None
+    return "scheduler", None, (f"{model}/config.json is not on the host yet: only vLLM's SchedulerConfig was built; "
+                               "the rest of vLLM's configuration is checked when the server starts")
+
+
 args = json.loads(sys.argv[1])
+os.environ.update(json.loads(sys.argv[2]) if len(sys.argv) > 2 else {})
+os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
 try:
     import vllm
 
@@ -31,19 +127,21 @@ try:
                          ("vllm.utils", "FlexibleArgumentParser"))
     parser = make_arg_parser(parser_class())
 except Exception as exc:  # noqa: BLE001 - an environment that cannot load vLLM says so, as data
-    print(json.dumps({"unreadable": f"vLLM's parser does not load: {type(exc).__name__}: {exc}"}))
+    report({"unreadable": f"vLLM's parser does not load: {type(exc).__name__}: {exc}"})
     sys.exit(0)
 options = sorted({o for action in parser._actions for o in action.option_strings if o.startswith("--")})
-unknown, error = [], None
+unknown, error, parsed = [], None, None
 err = io.StringIO()
 try:
     with contextlib.redirect_stderr(err):
         _, unknown = parser.parse_known_args(args)
         if not unknown:
-            parser.parse_args(args)
+            parsed = parser.parse_args(args)
 except SystemExit:  # argparse reports a bad value by exiting
     lines = err.getvalue().strip().splitlines()
     error = lines[-1].split(": error: ", 1)[-1] if lines else "invalid arguments"
-print(json.dumps({"version": vllm.__version__, "ok": not unknown and error is None,
-                  "unknown": [u for u in unknown if u.startswith("-")] or unknown, "options": options,
-                  "error": error}))
+built, config_error, note = config_checked(parsed) if parsed is not None else (None, None, None)
+report({"version": vllm.__version__, "ok": not unknown and error is None and config_error is None,
+        "unknown": [u for u in unknown if u.startswith("-")] or unknown, "options": options, "error": error,
+        "config": built, "config_error": config_error, "note": note,
+        "seconds": round(time.monotonic() - START, 1)})

@@ -1,6 +1,7 @@
 """vLLM serving for real on the lab's container hosts (the CPU build, the tiny model): rolling
-restarts that keep N - max_unavailable hosts answering, bad input that stops before any restart,
-a model that fails to load switched back, a killed server brought back by systemd, a second
+restarts that keep N - max_unavailable hosts answering, bad input that stops before any restart
+(flags the pinned vLLM's own parser or configuration refuses, one flag in two spellings), a
+server that fails to start switched back, a killed server brought back by systemd, a second
 deploy that restarts nothing, a package changed by hand in the environment (found, planned and
 repaired) and a removed model link named as what differs (repaired in the same roll)."""
 
@@ -84,8 +85,10 @@ def test_a_flag_change_rolls_in_batches_while_the_others_serve(serving):
     # one completion per host per second: a client's view that leaves the 2 cores to the servers
     with poller.Poller(containers(), api_key(), "tiny-llama", interval_s=1.0) as watch:
         t0 = time.monotonic()
+        # max_num_seqs: the underscore spelling, read as --max-num-seqs (the unit's arguments below;
+        # the next test's deploy, in the dash spelling, finds the same unit and restarts nothing)
         proc = deploy('vllm_flags={"dtype": "float32", "max-model-len": 1024, "enforce-eager": true, '
-                      '"max-num-seqs": 16}')
+                      '"max_num_seqs": 16}')
         deploy_s = round(time.monotonic() - t0, 1)
         time.sleep(2)
     after = main_pids()
@@ -101,6 +104,7 @@ def test_a_flag_change_rolls_in_batches_while_the_others_serve(serving):
 
 
 def test_a_second_deploy_restarts_nothing(serving):
+    # the dash spelling of the flags the roll above gave as max_num_seqs: the same unit
     data = 'vllm_flags={"dtype": "float32", "max-model-len": 1024, "enforce-eager": true, "max-num-seqs": 16}'
     before = main_pids()
     plan = run(str(BIN / "pyinfra"), "inventories/lab.py", "deploy.py", "--dry", "--json", "--limit", "lab_containers",
@@ -134,6 +138,40 @@ def test_a_bad_flag_stops_before_any_restart(serving, data, message):
     out = " ".join((proc.stdout + proc.stderr).split())
     assert proc.returncode == 1 and message in out, out[-3000:]
     assert "vllm: ready in" not in out
+    assert main_pids() == before
+
+
+def test_llmfleet_layout_reads_the_underscore_spelling(lab):
+    proc = run(str(BIN / "llmfleet"), "layout", "inventories/lab.py", "--limit", "lab_containers", "--data",
+               'vllm_flags={"dtype": "float32", "max-model-len": 1024, "tensor_parallel_size": 2}')
+    out = " ".join(proc.stdout.split())
+    for name in containers():
+        assert f"{name}: no layout: vllm.service on port 8000, all 0 GPUs, tensor-parallel size 2" in out, out
+
+
+@pytest.mark.parametrize("data,message", [
+    # one option in two spellings (even with one value): the settings refuse it, before any host is touched
+    ('vllm_flags={"dtype": "float32", "max_model_len": 1024, "max-model-len": 1024, "enforce-eager": true}',
+     "vllm_flags.max-model-len: given twice, as 'max_model_len' = 1024 and 'max-model-len' = 1024: "
+     "vLLM reads each as --max-model-len, and the one last on its command line wins (fix: keep one, spelt "
+     "'max-model-len')"),
+    # a batch token budget below the context length with chunked prefill off: the parser takes it, vLLM
+    # 0.32.0's SchedulerConfig refuses it when the server builds its configuration at start
+    # (vllm/config/scheduler.py, verify_max_model_len): the host's vLLM builds it before any restart
+    ('vllm_flags={"dtype": "float32", "max-model-len": 1024, "enforce-eager": true, "max-num-batched-tokens": 512, '
+     '"enable-chunked-prefill": false}',
+     "vllm_flags: vLLM 0.32.0 refuses these flags at start: max_num_batched_tokens (512) is smaller than "
+     "max_model_len (1024). This effectively limits the maximum sequence length to max_num_batched_tokens and "
+     "makes vLLM reject longer sequences. Please increase max_num_batched_tokens or decrease max_model_len. "
+     "(fix: change max-model-len = 1024, max-num-batched-tokens = 512 in vllm_flags as vLLM's reason says); "
+     "the running service is left as it is"),
+], ids=["two_spellings", "vllm_config_refuses"])
+def test_flags_vllm_would_refuse_at_start_stop_every_host_before_any_operation(serving, data, message):
+    before = main_pids()
+    proc = deploy(data, check=False)
+    out = " ".join((proc.stdout + proc.stderr).split())
+    assert proc.returncode == 1 and any(f"host {name}: {message}" in out for name in serving), out[-3000:]
+    assert "--> Starting operation" not in out and "vllm: ready in" not in out, out[-3000:]
     assert main_pids() == before
 
 
@@ -178,12 +216,17 @@ def test_a_broken_model_checksum_stops_before_any_host_is_touched(serving, tmp_p
 
 
 @pytest.mark.parametrize("how", [deploy, deploy_sharded], ids=["in_step", "sharded"])
-def test_a_model_that_fails_to_load_is_switched_back_and_stops_the_roll(serving, how):
+def test_a_server_that_fails_to_start_is_switched_back_and_stops_the_roll(serving, how):
     before = main_pids()
     key = api_key()
-    # a context longer than the model's 1024 positions: the parser accepts it, loading fails
-    proc = how('vllm_flags={"dtype": "float32", "max-model-len": 4096, "enforce-eager": true, '
-                  '"max-num-seqs": 16}', check=False)
+    # a KV cache of 0 GiB: vLLM's configuration takes it (the flag check builds it before the
+    # restart), the engine refuses it after loading the weights ("No available memory for the cache
+    # blocks": vLLM 0.32.0 vllm/v1/core/kv_cache_utils.py, _check_enough_kv_cache_memory). A
+    # context longer than the model's positions no longer reaches a restart: vLLM's ModelConfig
+    # refuses it when the check builds the configuration.
+    env = run(str(BIN / "python"), "-c", "import json,runpy; print(json.dumps(runpy.run_path("
+              "'group_data/lab.py')['vllm_env'] | {'VLLM_CPU_KVCACHE_SPACE': '0'}))").stdout.strip()
+    proc = how(f"vllm_env={env}", check=False)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 1, out[-3000:]
     assert "vllm.service exited while starting" in out and "switched back to the previous version, which is " \

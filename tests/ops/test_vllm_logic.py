@@ -302,6 +302,40 @@ def test_flags_the_installed_parser_refuses_stop_the_deploy_before_any_operation
                               "it is")
 
 
+def test_a_combination_vllm_refuses_at_start_stops_the_deploy_before_any_operation_with_vllms_reason(
+        settings, monkeypatch):
+    """The host's vLLM builds its configuration from the flags, as the server would at start, for
+    the version the restart serves, in the unit's environment; its refusal stops the host."""
+    asked = []
+
+    def get_fact(self, cls, **kwargs):
+        asked.append((cls.__name__, kwargs))
+        return self.facts[cls.__name__]
+
+    monkeypatch.setattr(PlanHost, "get_fact", get_fact)
+    reason = ("max_num_batched_tokens (4096) is smaller than max_model_len (8192). This effectively limits the "
+              "maximum sequence length to max_num_batched_tokens and makes vLLM reject longer sequences. Please "
+              "increase max_num_batched_tokens or decrease max_model_len.")
+    report = {"version": "0.32.0", "ok": False, "unknown": [], "options": ["--max-num-seqs"], "error": None,
+              "config": "engine", "config_error": reason, "note": None}
+    with pytest.raises(ops.OperationValueError) as exc:
+        planned(settings, monkeypatch, VllmState=active(settings, unit_sha256="0" * 64), VllmFlags=report)
+    assert str(exc.value) == (f"host gpu-1: vllm_flags: vLLM 0.32.0 refuses these flags at start: {reason} (fix: "
+                              "change max-model-len = 8192 in vllm_flags as vLLM's reason says); the running "
+                              "service is left as it is")
+    (args, env), = [(kw["args"], kw["env"]) for name, kw in asked if name == "VllmFlags"]
+    assert args[args.index("--model") + 1] == vllm.model_dir(settings) and env == dict(settings.vllm_env)
+
+
+def test_a_check_without_the_model_on_the_host_says_what_it_could_not_check(settings, monkeypatch):
+    note = (f"{vllm.model_dir(settings)}/config.json is not on the host yet: only vLLM's SchedulerConfig was built; "
+            "the rest of vLLM's configuration is checked when the server starts")
+    report = {"version": "0.32.0", "ok": True, "unknown": [], "options": [], "error": None, "config": "scheduler",
+              "config_error": None, "note": note}
+    calls, fake = planned(settings, monkeypatch, VllmState=active(settings, unit_sha256="0" * 64), VllmFlags=report)
+    assert calls[-1] == RESTART and f"vllm: flags: {note}" in fake.logged
+
+
 def test_a_key_file_left_behind_and_a_missing_key_file_are_named(settings, tmp_path):
     causes = ops.restart_causes(settings, active(settings, key_sha256="0" * 64), CLEAN_ENV, UNIT)
     assert causes == {"key": f"the API key file {vllm.API_KEY_FILE} is there, and vllm_api_key_file is None"}

@@ -31,9 +31,9 @@ def refused(**override) -> str:
 
 
 def test_flags_render_as_arguments():
-    s = settings(vllm_flags={"dtype": "half", "max_model_len": 4096, "enable-prefix-caching": True,
+    s = settings(vllm_flags={"dtype": "half", "max_model_len": 8192, "enable-prefix-caching": True,
                              "enable-chunked-prefill": False, "quantization": None, "tensor-parallel-size": 8})
-    assert vllm.flag_args(s) == ["--dtype", "half", "--max-model-len", "4096", "--enable-prefix-caching",
+    assert vllm.flag_args(s) == ["--dtype", "half", "--max-model-len", "8192", "--enable-prefix-caching",
                                  "--no-enable-chunked-prefill", "--tensor-parallel-size", "8"]
     cmd = vllm.command(s)
     assert cmd[:3] == [f"/opt/llmfleet/vllm/envs/{vllm.env_id(s)}/bin/python3", "-m",
