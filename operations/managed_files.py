@@ -15,7 +15,9 @@ manifest is written (llmfleet/managed_files.py), which both audits compare the h
 
 from __future__ import annotations
 
+import base64
 import json
+import zlib
 from io import BytesIO, StringIO
 
 from pyinfra import host, logger
@@ -90,8 +92,9 @@ def written(settings: Settings):
     it reloads); then the manifest of what this deploy manages, root-only."""
     mine = _ENTRIES.get(host.name, {})
     content = _DROPIN_CONTENT.get(host.name, {})
-    chain = json.dumps([{"path": p, **({"folder": e.folder, "content": content[p]} if p in content else {})}
-                        for p, e in mine.items()])
+    chain = "z:" + base64.b64encode(zlib.compress(json.dumps(
+        [{"path": p, **({"folder": e.folder, "content": content[p]} if p in content else {})}
+         for p, e in mine.items()]).encode(), 9)).decode()  # compressed: units add up (the script's ENTRIES)
     found = host.get_fact(ManagedDropins, entries=chain)
     overrides = found.get("overrides", [])
     if overrides:

@@ -5,13 +5,15 @@ still look right; with --repair, those lines commented out.
 
     managed_files_dropins.py [--root DIR] [--repair] ENTRIES
 
-ENTRIES: a JSON list, or @FILE holding a JSON object whose "entries" is that list (the manifest,
-/etc/llmfleet/managed.json; other keys of it and of its entries are ignored). An entry: {"path": the
-managed file's absolute path, "folder": its kind (below), "content": the managed content, optional}. At
-deploy time the file may not be written yet: "content" stands for it, in its place in the load order; an
-entry without "content" is read from its path, and skipped where that file is missing. Every entry's path
-is a managed file, whatever its "folder": never foreign. With --root every absolute path (ENTRIES' @FILE
-too, where it is there) is read under DIR, and the output names paths as on the host.
+ENTRIES: a JSON list (or z:<base64 of its zlib-compressed text>: the deploy sends it so, as drop-in
+contents can add up to tens of KB on a host with many units), or @FILE holding a JSON object whose
+"entries" is that list (the manifest, /etc/llmfleet/managed-files.json; other keys of it and of its
+entries are ignored). An entry: {"path": the managed file's absolute path, "folder": its kind (below),
+"content": the managed content, optional}. At deploy time the file may not be written yet: "content"
+stands for it, in its place in the load order; an entry without "content" is read from its path, and
+skipped where that file is missing. Every entry's path is a managed file, whatever its "folder": never
+foreign. With --root every absolute path (ENTRIES' @FILE too, where it is there) is read under DIR, and
+the output names paths as on the host.
 
 Prints {"overrides": [{"managed", "folder", "file", "line", "key", "value", "managed_value"}],
 "unreadable": [{"file", "why"}]}, sorted. With --repair, each overriding line of a foreign file is
@@ -27,6 +29,7 @@ sysctl, limits, systemd_manager, systemd_unit, modprobe, apt_preferences, apt_co
 """
 
 import argparse
+import base64
 import fnmatch
 import json
 import os
@@ -34,6 +37,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import zlib
 
 NOT_SET = "not set"
 
@@ -847,6 +851,8 @@ def load_entries(arg, root):
         with open(under if os.path.exists(under) else arg[1:]) as fh:
             data = json.load(fh)
         data = data.get("entries", []) if isinstance(data, dict) else data
+    elif arg.startswith("z:"):
+        data = json.loads(zlib.decompress(base64.b64decode(arg[2:])).decode())
     else:
         data = json.loads(arg)
     if not isinstance(data, list):
@@ -863,7 +869,7 @@ def main(argv):
     args = parser.parse_args(argv)
     try:
         entries = load_entries(args.entries, args.root)
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, zlib.error) as exc:
         print(json.dumps({"error": f"cannot read ENTRIES: {exc}"}))
         return 2
     host = Host(args.root, entries)

@@ -5,7 +5,9 @@ is left to its roll."""
 
 from __future__ import annotations
 
+import base64
 import json
+import zlib
 
 import pytest
 
@@ -69,7 +71,7 @@ def test_the_manifest_is_written_root_only_with_every_declared_entry(monkeypatch
     rows = json.loads(manifest["src"].getvalue())["entries"]
     assert [r["path"] for r in rows] == ["/data/models/m/current", SYSCTL]
     # the override check is given each drop-in file's managed content, and every managed path
-    chain = json.loads(asked[0]["entries"])
+    chain = json.loads(zlib.decompress(base64.b64decode(asked[0]["entries"].removeprefix("z:"))))
     assert {"path": SYSCTL, "folder": "sysctl", "content": "vm.swappiness = 1\n"} in chain
     assert {"path": "/data/models/m/current"} in chain
     assert fake.noops == ["managed files: no foreign drop-in file overrides a managed key"]

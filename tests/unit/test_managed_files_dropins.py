@@ -7,9 +7,11 @@ is named."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import subprocess
+import zlib
 from pathlib import Path
 
 import pytest
@@ -416,3 +418,10 @@ def test_entries_that_are_not_json_are_refused_with_an_error(tmp_path):
     proc = subprocess.run(["python3", SCRIPT, "--root", str(tmp_path), "not json"], cwd=ROOT, capture_output=True,
                           text=True, timeout=60)
     assert proc.returncode == 2 and "cannot read ENTRIES" in json.loads(proc.stdout)["error"]
+
+
+def test_the_entries_can_come_compressed_as_the_deploy_sends_them(tmp_path):
+    entries = managed_entry("sysctl", tmp_path)
+    write(tmp_path, *KINDS["sysctl"]["wins"])
+    packed = "z:" + base64.b64encode(zlib.compress(json.dumps(entries).encode())).decode()
+    assert run(tmp_path, packed) == {"overrides": [expected("sysctl")], "unreadable": []}
