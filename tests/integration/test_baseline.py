@@ -54,6 +54,12 @@ BREAKS = [
 ]
 
 
+# the BREAKS that change a file the deploy manages (verify/test_managed_files.py: its manifest entry)
+ALSO_MANAGED = [("lab-vm1", "/etc/default/grub.d/90-llmfleet.cfg"),
+                ("lab-c1", "/etc/security/limits.d/90-llmfleet.conf"),
+                ("lab-c2", "/etc/modprobe.d/90-llmfleet-blacklist.conf")]
+
+
 def test_every_component_broken_by_hand_is_named_then_repaired(lab, deployed):
     # clean, and it leaves each container's hint (verify/prefetch.py): the next runs are batched; the
     # emulated VM's clean run (about 50 s) is left out: the broken run leaves its hint
@@ -66,8 +72,12 @@ def test_every_component_broken_by_hand_is_named_then_repaired(lab, deployed):
     for component, host, _, message in BREAKS:
         assert message in broken.stdout, f"{component}: {message!r} not in verify output:\n{broken.stdout[-4000:]}"
         assert any(f"test_{component}" in ln and host in ln for ln in failed), (component, failed)
+    # a break that changed a file the deploy manages is named by the host's manifest check too
+    for host, path in ALSO_MANAGED:
+        assert f"{host}: managed file: {path} (" in broken.stdout, (host, path, broken.stdout[-4000:])
+        assert any("test_managed_files" in ln and host in ln for ln in failed), (host, failed)
     # exactly the broken (component, host) pairs fail, nothing else
-    assert len(failed) == len(BREAKS), failed
+    assert len(failed) == len(BREAKS) + len({host for host, _ in ALSO_MANAGED}), failed
     lab.deploy_by_group()
     repaired = lab.verify()
     # the verify runs asked their hosts in batched round trips (verify/prefetch.py), from the hints
