@@ -229,9 +229,11 @@ def test_a_server_that_fails_to_start_is_switched_back_and_stops_the_roll(servin
     proc = how(f"vllm_env={env}", check=False)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 1, out[-3000:]
-    assert "vllm.service exited while starting" in out and "switched back to the previous version, which is " \
-        "serving again" in out, out[-4000:]
-    assert out.count("not restarted: the roll stopped after") == len(serving) - 1, out[-4000:]
+    # (llmfleet deploy prints its shards' lines wrapped to the terminal's width: read as one line)
+    flat = " ".join(out.split())
+    assert "vllm.service exited while starting" in flat and "switched back to the previous version, which is " \
+        "serving again" in flat, out[-4000:]
+    assert flat.count("not restarted: the roll stopped after") == len(serving) - 1, out[-4000:]
     after = main_pids()
     assert sum(before[h] != after[h] for h in serving) == 1, (before, after)  # only the first host restarted
     for name, address in serving.items():
