@@ -85,16 +85,19 @@ def test_inventory_probe_reports_every_container_host_and_gates_on_a_baseline(se
         assert server["e2e_latency_requests"] >= 24 and server["queue"]["max"] >= 0  # 4 warm-up + 20 measured
         assert doc["ceiling"] is None and "no GPU profile" in doc["ceiling_note"]
         assert (OUT / f"{name}.png").read_bytes()[:4] == b"\x89PNG"
-    # the baseline just recorded (of the last host) gates the next run of that host; a baseline far
-    # better than this lab can do fails it, with exit status 1 and the numbers. The pass is asked with
-    # the widest tolerance the setting takes (under 1): the p95 of 12 requests is about their slowest,
-    # and one fresh-clone run on a busy machine read 1042 ms against the 564 ms just recorded (the
-    # lab's 0.5 allows 846)
+    # the baseline just recorded (of the last host) gates the next run of that host: one the run beats
+    # by far passes it, one far better than this lab can do fails it, with exit status 1 and the
+    # numbers. (Not the recorded figure itself: the p95 of 12 requests is about their slowest, and on
+    # this busy 2-core machine two runs a minute apart read 324 and 841 ms, past the widest tolerance
+    # the setting takes, under 1: a timing, not the gate, failed.)
     last = list(serving)[-1]
-    p = probe("--inventory", "inventories/lab.py", "--limit", last, "--out-dir", str(OUT), "--baseline", str(base),
-              "--data", "probe_baseline_tolerance=0.99", *short)
-    assert p.returncode == 0 and "baseline gate: pass" in p.stdout, p.stdout[-2000:]
     doc = json.loads(base.read_text())
+    assert doc["p95_e2e_ms"] > 0, doc
+    doc["p95_e2e_ms"] = 60000.0
+    base.write_text(json.dumps(doc))
+    p = probe("--inventory", "inventories/lab.py", "--limit", last, "--out-dir", str(OUT), "--baseline", str(base),
+              *short)
+    assert p.returncode == 0 and "baseline gate: pass" in p.stdout, p.stdout[-2000:]
     doc["p95_e2e_ms"] = 1.0
     base.write_text(json.dumps(doc))
     p = probe("--inventory", "inventories/lab.py", "--limit", last, "--out-dir", str(OUT), "--baseline", str(base),
