@@ -35,7 +35,7 @@ RESERVED_FLAGS = {"model": "vllm_model", "served-model-name": "vllm_served_model
 
 def flags(settings: Settings) -> dict:
     """vllm_flags, every name in the dash spelling (the schema's validator spells them so: flag_name)."""
-    return {flag_name(k): v for k, v in settings.vllm_flags.items()}
+    return dict(settings.vllm_flags)
 
 
 def flag_args(settings: Settings) -> list[str]:

@@ -42,11 +42,6 @@ def recorded(entry: Entry, content: str | None = None) -> None:
         _DROPIN_CONTENT.setdefault(host.name, {})[entry.path] = content
 
 
-def entries() -> list[Entry]:
-    """This host's entries so far, in the order they were declared."""
-    return list(_ENTRIES.get(host.name, {}).values())
-
-
 def put(name: str, dest: str, content: str | bytes, mode: str = "644", user: str = "root", group: str = "root",
         secret: bool = False):
     """A managed file with this content, mode, owner and group."""

@@ -32,6 +32,11 @@ LAB_GROUPS = ("lab_containers", "lab_vms")
 LAB_STAGES = ("as made", "grown", "removed")
 
 
+def api_key() -> str:
+    """The test lab's API key (the file `lab up` writes for group_data/lab.py's vllm_api_key_file)."""
+    return (Path(LAB_ENV["LLMFLEET_LAB_DIR"]) / "api-key").read_text().strip()
+
+
 def env(**extra: str) -> dict[str, str]:
     return {**os.environ, **LAB_ENV, **extra}
 

@@ -11,10 +11,9 @@ from __future__ import annotations
 import json
 import subprocess
 import time
-from pathlib import Path
 
 import pytest
-from harness import BIN, LAB_ENV, ROOT, env, lab_ssh, run, state
+from harness import BIN, ROOT, api_key, env, lab_ssh, run, state
 
 from llmfleet.lab import poller
 
@@ -52,10 +51,6 @@ def deploy(*data: str, check: bool = True):
 
 def address() -> str:
     return state()["hosts"][HOST]["address"]
-
-
-def api_key() -> str:
-    return (Path(LAB_ENV["LLMFLEET_LAB_DIR"]) / "api-key").read_text().strip()
 
 
 def pids() -> dict[str, str]:

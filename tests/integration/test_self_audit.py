@@ -15,13 +15,11 @@ import time
 from pathlib import Path
 
 import pytest
-from harness import BIN, LAB_ENV, lab_ssh, run, state
+from harness import BIN, LAB_ENV, api_key, lab_ssh, run, state
 from test_monitoring import api, prometheus, wait
 
 from llmfleet import self_audit, vllm
 from llmfleet.lab import poller
-from llmfleet.lab.config import LabPaths
-from llmfleet.lab.serving import api_key_file
 
 pytestmark = pytest.mark.lab_stage("as made")
 DRIFTED = "lab-c2"
@@ -54,10 +52,6 @@ MANAGED_DRIFT = [
     ("drop-in override: /etc/systemd/system/llmfleet-host-metrics.service.d/override.conf line 2 overrides "
      "/etc/systemd/system/llmfleet-host-metrics.service: Service.Nice", "not set", "5"),
 ]
-
-
-def api_key() -> str:
-    return (Path(LAB_ENV["LLMFLEET_LAB_DIR"]) / api_key_file(LabPaths.from_env()).name).read_text().strip()
 
 
 def self_audited(host: str) -> dict:

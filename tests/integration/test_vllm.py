@@ -11,10 +11,9 @@ import json
 import re
 import time
 import urllib.request
-from pathlib import Path
 
 import pytest
-from harness import BIN, LAB_ENV, ROOT, lab_ssh, run, state
+from harness import BIN, ROOT, api_key, lab_ssh, run, state
 
 from llmfleet import vllm
 from llmfleet.lab import poller
@@ -25,10 +24,6 @@ UNIT = vllm.UNIT_PATH
 
 def containers() -> dict[str, str]:
     return {name: h["address"] for name, h in sorted(state()["hosts"].items()) if h["kind"] == "container"}
-
-
-def api_key() -> str:
-    return (Path(LAB_ENV["LLMFLEET_LAB_DIR"]) / "api-key").read_text().strip()
 
 
 def complete(address: str, key: str | None, max_tokens: int = 1) -> int | str:
