@@ -15,7 +15,8 @@ import shlex
 
 from pyinfra.api import FactBase
 
-from llmfleet.remote import python_script
+from llmfleet.remote import python_script, source_sha256
+from llmfleet.vllm import FLAG_ANSWERS_DIR
 
 
 class IsContainer(FactBase[bool]):
@@ -164,12 +165,16 @@ class VllmFlags(FactBase[dict]):
     """The vLLM server's flags as the vLLM in an environment reads them at start, in the unit's
     environment `env`: its argument parser, then its configuration classes, without loading weights
     (llmfleet/remote/vllm_flags.py, run with the environment's `python`): {"version", "ok",
-    "unknown", "options", "error", "config", "config_error", "note", "seconds"}, or
-    {"unreadable": output} when the parser could not run."""
+    "unknown", "options", "error", "config", "config_error", "note", "seconds", "reused"}, or
+    {"unreadable": output} when the parser could not run. An answer that passed is kept on the host
+    (vllm.FLAG_ANSWERS_DIR) and reused for the same vLLM, arguments, environment and model config:
+    "reused" is then the time of the check that gave it."""
 
     def command(self, python: str, args: list[str], env: dict[str, str] | None = None) -> str:
         # from / (no folder of the login user on sys.path); stderr holds vLLM's logging and warnings
-        script = python_script("vllm_flags", json.dumps(args), json.dumps(env or {}), python=python)
+        reuse = {"dir": FLAG_ANSWERS_DIR, "script": source_sha256("vllm_flags")}
+        script = python_script("vllm_flags", json.dumps(args), json.dumps(env or {}), json.dumps(reuse),
+                               python=python)
         return f"cd / && {{ {script}\n}} 2>/dev/null || true"
 
     def process(self, output) -> dict:

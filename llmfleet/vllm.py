@@ -28,6 +28,9 @@ API_KEY_FILE = f"{CONF_DIR}/api-key.env"  # root:root 0600, read by systemd (Env
 # an instance of a serving layout listens on the host only: clients reach it through the front door
 INSTANCE_HOST = "127.0.0.1"
 STATE_DIR_NAME = "vllm"  # /var/lib/vllm (StateDirectory), /var/cache/vllm (CacheDirectory)
+# the flag check's answers that passed, kept on the host to be reused for the same inputs
+# (llmfleet/remote/vllm_flags.py says which): root's only
+FLAG_ANSWERS_DIR = "/var/cache/llmfleet/vllm-flags"
 # flags llmfleet renders from their own settings; in vllm_flags they would be given twice
 RESERVED_FLAGS = {"model": "vllm_model", "served-model-name": "vllm_served_model_name", "host": "vllm_host",
                   "port": "vllm_port", "api-key": "vllm_api_key_file"}

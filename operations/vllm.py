@@ -310,9 +310,13 @@ def _flags_checked_now(state, host, settings: Settings) -> bool:
 
 
 def _log_partial_check(host, report: dict) -> None:
-    """Says so where vLLM could check only part of its configuration (the model not on the host yet)."""
+    """Says so where vLLM could check only part of its configuration (the model not on the host yet),
+    and where the answer is one the host kept from an earlier check of the same inputs."""
     if report.get("note"):
         host.log_styled(f"vllm: flags: {report['note']}", fg="yellow", log_func=logger.info)
+    if report.get("reused") and report.get("ok"):
+        host.log(f"vllm: flags: passed vLLM {report.get('version')}'s check at {report['reused']}, reused (the same "
+                 "vLLM packages, arguments, environment and model config)", log_func=logger.info)
 
 
 def restart_causes(settings: Settings, state: dict, env: dict, unit_text: str) -> dict[str, str]:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import ast
 import base64
 import functools
+import hashlib
 import json
 import re
 import shlex
@@ -47,6 +48,11 @@ def prelude(helpers: str) -> str:
     return (f"import sys, types; sys.modules[{HELPERS!r}] = types.ModuleType({HELPERS!r}); "
             f"exec(compile({helpers!r}, {HELPERS + '.py'!r}, 'exec'), sys.modules[{HELPERS!r}].__dict__); "
             "del sys, types\n")
+
+
+def source_sha256(name: str) -> str:
+    """The sha256 of what `python_script(name)` sends: a host script that keeps answers keys them by it."""
+    return hashlib.sha256((prelude(helpers_source()) + (FOLDER / f"{name}.py").read_text()).encode()).hexdigest()
 
 
 def python_script(name: str, *args: str, python: str = "python3") -> str:

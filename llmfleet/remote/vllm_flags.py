@@ -3,18 +3,30 @@ installed there, as the server itself checks it at start, without loading weight
 parser, then its configuration classes.
 
 Arguments: a JSON list of the server's arguments; optionally a JSON object of the unit's
-environment (vllm_env, an instance's GPUs), set before vLLM is imported. Prints one JSON object:
-{"version", "ok", "unknown": [flags], "options": [every option it knows], "error": the parser's
+environment (vllm_env, an instance's GPUs), set before vLLM is imported; optionally a JSON object
+{"dir": a folder, "script": this script's sha256} where answers that passed are kept and reused.
+An answer is reused only for the same inputs: this script, the interpreter, the name and version of
+every package it can import, the arguments, the environment, the model folder's JSON files and
+SHA256SUMS, and the NVIDIA GPUs the kernel lists. Importing vLLM and PyTorch to check flags that
+passed before costs about 10 s of CPU a run (a deploy, a dry run, an audit); reading the package
+versions, a fraction of a second. A refusal is never kept: it is checked again each time.
+
+Prints one JSON object: {"version", "ok", "unknown": [flags], "options": [every option it knows], "error": the parser's
 complaint or None, "config": what was built ("engine": the whole engine configuration; "scheduler":
 SchedulerConfig alone, the model's config.json not being on the host yet; None: not built, the
 parser refused), "config_error": vLLM's reason for refusing the configuration or None, "note",
-"seconds"}, or {"unreadable": why} when vLLM or its parser does not load. vLLM's own output (its
-logging, warnings) goes to stderr: standard output holds that one line.
+"seconds", "reused": the time (UTC, ISO 8601) of the check whose answer this is, or None}, or
+{"unreadable": why} when vLLM or its parser does not load. vLLM's own output (its logging,
+warnings) goes to stderr: standard output holds that one line.
 """
 
 import contextlib
 import dataclasses
+import datetime
+import glob
+import hashlib
 import importlib
+import importlib.metadata
 import io
 import json
 import os
@@ -114,8 +126,61 @@ def config_checked(args):
                                "the rest of vLLM's configuration is checked when the server starts")
 
 
+def cache_key(args, env, script):
+    """What the answer depends on, hashed (the module's docstring lists it), or None where it cannot
+    be read."""
+    try:
+        packages = sorted({(d.metadata["Name"] or "", d.version) for d in importlib.metadata.distributions()})
+        model = args[args.index("--model") + 1] if "--model" in args[:-1] else ""
+        files = {}
+        for path in sorted(glob.glob(os.path.join(glob.escape(model), "*.json")) +
+                           [os.path.join(model, "SHA256SUMS")]) if model else []:
+            with contextlib.suppress(OSError), open(path, "rb") as f:
+                files[os.path.basename(path)] = hashlib.sha256(f.read()).hexdigest()
+        gpus = sorted(os.listdir("/proc/driver/nvidia/gpus")) if os.path.isdir("/proc/driver/nvidia/gpus") else []
+    except (OSError, ValueError, TypeError):
+        return None
+    inputs = {"script": script, "python": os.path.realpath(sys.executable), "version": list(sys.version_info),
+              "packages": packages, "args": args, "env": env, "model": files, "gpus": gpus}
+    return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
+
+
+def reused(cache, key):
+    """The answer kept for `key`, or None."""
+    try:
+        with open(os.path.join(cache, key + ".json")) as f:
+            answer = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return answer if isinstance(answer, dict) and answer.get("ok") is True else None
+
+
+def keep(cache, key, answer, most=64):
+    """Keeps an answer that passed (root's only: 0700 folder, 0600 file, written whole then renamed),
+    and the `most` newest answers only."""
+    with contextlib.suppress(OSError):
+        os.makedirs(cache, mode=0o700, exist_ok=True)
+        os.chmod(cache, 0o700)
+        path = os.path.join(cache, key + ".json")
+        fd = os.open(path + ".tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            json.dump(answer, f)
+        os.replace(path + ".tmp", path)
+        kept = sorted(glob.glob(os.path.join(glob.escape(cache), "*.json")), key=os.path.getmtime)
+        for old in kept[:-most]:
+            os.unlink(old)
+
+
 args = json.loads(sys.argv[1])
-os.environ.update(json.loads(sys.argv[2]) if len(sys.argv) > 2 else {})
+unit_env = json.loads(sys.argv[2]) if len(sys.argv) > 2 else {}
+reuse = json.loads(sys.argv[3]) if len(sys.argv) > 3 else {}
+key = cache_key(args, unit_env, reuse["script"]) if reuse else None
+if key:
+    kept = reused(reuse["dir"], key)
+    if kept is not None:
+        report(kept | {"seconds": round(time.monotonic() - START, 1)})
+        sys.exit(0)
+os.environ.update(unit_env)
 os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
 try:
     import vllm
@@ -141,7 +206,11 @@ except SystemExit:  # argparse reports a bad value by exiting
     lines = err.getvalue().strip().splitlines()
     error = lines[-1].split(": error: ", 1)[-1] if lines else "invalid arguments"
 built, config_error, note = config_checked(parsed) if parsed is not None else (None, None, None)
-report({"version": vllm.__version__, "ok": not unknown and error is None and config_error is None,
-        "unknown": [u for u in unknown if u.startswith("-")] or unknown, "options": options, "error": error,
-        "config": built, "config_error": config_error, "note": note,
-        "seconds": round(time.monotonic() - START, 1)})
+answer = {"version": vllm.__version__, "ok": not unknown and error is None and config_error is None,
+          "unknown": [u for u in unknown if u.startswith("-")] or unknown, "options": options, "error": error,
+          "config": built, "config_error": config_error, "note": note,
+          "seconds": round(time.monotonic() - START, 1), "reused": None}
+report(answer)
+if key and answer["ok"]:
+    keep(reuse["dir"], key, answer | {"reused": datetime.datetime.now(datetime.timezone.utc).isoformat(
+        timespec="seconds")})

@@ -210,6 +210,13 @@ def test_a_broken_model_checksum_stops_before_any_host_is_touched(serving, tmp_p
     assert main_pids() == before
 
 
+# A unit environment no host checked before this session (LLMFLEET_TEST_RUN), and whether a test
+# here had the hosts check it: each host keeps the flag check's answers that passed, for the same
+# inputs (vLLM's packages, arguments, environment, model config), and reuses them.
+TEST_RUN = str(time.time_ns())
+CHECKED_ENVS: set[str] = set()
+
+
 @pytest.mark.parametrize("how", [deploy, deploy_sharded], ids=["in_step", "sharded"])
 def test_a_server_that_fails_to_start_is_switched_back_and_stops_the_roll(serving, how):
     before = main_pids()
@@ -220,7 +227,8 @@ def test_a_server_that_fails_to_start_is_switched_back_and_stops_the_roll(servin
     # context longer than the model's positions no longer reaches a restart: vLLM's ModelConfig
     # refuses it when the check builds the configuration.
     env = run(str(BIN / "python"), "-c", "import json,runpy; print(json.dumps(runpy.run_path("
-              "'group_data/lab.py')['vllm_env'] | {'VLLM_CPU_KVCACHE_SPACE': '0'}))").stdout.strip()
+              "'group_data/lab.py')['vllm_env'] | {'VLLM_CPU_KVCACHE_SPACE': '0', "
+              f"'LLMFLEET_TEST_RUN': '{TEST_RUN}'}}))").stdout.strip()
     proc = how(f"vllm_env={env}", check=False)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 1, out[-3000:]
@@ -228,6 +236,14 @@ def test_a_server_that_fails_to_start_is_switched_back_and_stops_the_roll(servin
     flat = " ".join(out.split())
     assert "vllm.service exited while starting" in flat and "switched back to the previous version, which is " \
         "serving again" in flat, out[-4000:]
+    # the flag check: afresh for an environment the hosts never checked; the second time, the host
+    # that checked it for all (one pyinfra run shares one host's answer) reuses the answer it kept
+    reused = {name for name in serving
+              if re.search(rf"\[{name}\] vllm: flags: passed vLLM [0-9.]+'s check at \S+, reused", flat)}
+    assert (len(reused) >= 1) if env in CHECKED_ENVS else (reused == set()), (reused, out[-4000:])
+    CHECKED_ENVS.add(env)
+    for name in serving:  # root's only
+        assert lab_ssh(name, f"sudo stat -c '%a %U' {vllm.FLAG_ANSWERS_DIR}").stdout.split() == ["700", "root"]
     assert flat.count("not restarted: the roll stopped after") == len(serving) - 1, out[-4000:]
     after = main_pids()
     assert sum(before[h] != after[h] for h in serving) == 1, (before, after)  # only the first host restarted
