@@ -170,9 +170,10 @@ class VllmFlags(FactBase[dict]):
     (vllm.FLAG_ANSWERS_DIR) and reused for the same vLLM, arguments, environment and model config:
     "reused" is then the time of the check that gave it."""
 
-    def command(self, python: str, args: list[str], env: dict[str, str] | None = None) -> str:
+    def command(self, python: str, args: list[str], env: dict[str, str] | None = None,
+                answers_dir: str = FLAG_ANSWERS_DIR) -> str:
         # from / (no folder of the login user on sys.path); stderr holds vLLM's logging and warnings
-        reuse = {"dir": FLAG_ANSWERS_DIR, "script": source_sha256("vllm_flags")}
+        reuse = {"dir": answers_dir, "script": source_sha256("vllm_flags")}
         script = python_script("vllm_flags", json.dumps(args), json.dumps(env or {}), json.dumps(reuse),
                                python=python)
         return f"cd / && {{ {script}\n}} 2>/dev/null || true"

@@ -489,6 +489,12 @@ def _serve(settings: Settings, gpu: bool) -> None:
     state = host.get_fact(VllmState, paths=_paths(settings, instances))
     if not state["model_ready"] and urlparse(vllm.model(settings).source).scheme == "file":
         local_model_files(settings)  # a wrong pin or a damaged model stops the deploy before any change
+    # a model from a folder or an archive is put in place before a new environment is made, so the
+    # flag check made then builds vLLM's whole configuration from its config.json; one from the hub
+    # is fetched with the environment's huggingface_hub, after it
+    model_first = urlparse(vllm.model(settings).source).scheme != "hf"
+    if not state["model_ready"] and model_first:
+        model_synced(settings)
     env = host.get_fact(VllmEnvironment, env_dir=vllm.env_dir(settings)) if state["env_ready"] else {}
     label = f"vLLM environment {vllm.env_id(settings)}"
     if not state["env_ready"]:
@@ -502,7 +508,7 @@ def _serve(settings: Settings, gpu: bool) -> None:
     elif env["added"] or env["removed"] or env["changed"]:
         environment_repaired(name=f"{label}: packages differ from its record: the recorded versions put back",
                              settings=settings, diff=env)
-    if not state["model_ready"]:
+    if not state["model_ready"] and not model_first:
         model_synced(settings)
 
     if instances is not None:

@@ -215,10 +215,12 @@ def fake_vllm(tmp_path) -> Path:
     return tmp_path
 
 
-def check(root: Path, model: str, *flags: str) -> tuple[dict, str]:
-    """The fact's command run here (the stand-in vllm first on the path): its answer and raw stdout."""
+def check(root: Path, model: str, *flags: str, env: dict | None = None) -> tuple[dict, str]:
+    """The fact's command run here (the stand-in vllm first on the path; the answers it keeps in
+    root/answers): its answer and raw stdout."""
     args = ["--model", model, "--host", "0.0.0.0", "--port", "8000", *flags]
-    command = VllmFlags().command(sys.executable, args, {"VLLM_CPU_KVCACHE_SPACE": "1"})
+    command = VllmFlags().command(sys.executable, args, env or {"VLLM_CPU_KVCACHE_SPACE": "1"},
+                                  answers_dir=str(root / "answers"))
     out = subprocess.run(["sh", "-c", command], capture_output=True, text=True, timeout=60,
                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(root / "site")}).stdout
     return VllmFlags().process(out.splitlines()), out
@@ -247,3 +249,49 @@ def test_without_the_model_on_the_host_only_the_scheduler_config_is_built_and_th
     answer, _ = check(fake_vllm, missing, "--max-model-len", "1024", "--max-num-batched-tokens", "512",
                       "--no-enable-chunked-prefill")
     assert answer["config_error"] == "max_num_batched_tokens (512) is smaller than max_model_len (1024).", answer
+
+
+def kept(root: Path) -> list[Path]:
+    return sorted((root / "answers").glob("*.json"))
+
+
+def test_an_answer_that_passed_is_kept_for_root_and_reused_without_importing_vllm(fake_vllm):
+    model = str(fake_vllm / "model")
+    first, _ = check(fake_vllm, model, "--max-model-len", "1024")
+    assert first["ok"] and first["reused"] is None, first
+    (answer,) = kept(fake_vllm)
+    assert (oct((fake_vllm / "answers").stat().st_mode & 0o777), oct(answer.stat().st_mode & 0o777)) == \
+        ("0o700", "0o600")
+    # vLLM gone: the same inputs are answered from what was kept, without importing it
+    (fake_vllm / "site" / "vllm").rename(fake_vllm / "site" / "vllm-away")
+    again, _ = check(fake_vllm, model, "--max-model-len", "1024")
+    assert again["ok"] and again["reused"] and again["config"] == "engine", again
+    assert {k: v for k, v in again.items() if k not in ("reused", "seconds")} == \
+        {k: v for k, v in first.items() if k not in ("reused", "seconds")}
+
+
+@pytest.mark.parametrize("change", ["arguments", "environment", "model config", "package version"])
+def test_any_other_input_is_checked_afresh(fake_vllm, change):
+    model = str(fake_vllm / "model")
+    check(fake_vllm, model, "--max-model-len", "1024")
+    flags, env = ["--max-model-len", "1024"], None
+    if change == "arguments":
+        flags = ["--max-model-len", "1000"]
+    elif change == "environment":
+        env = {"VLLM_CPU_KVCACHE_SPACE": "1", "OMP_NUM_THREADS": "1"}
+    elif change == "model config":
+        (fake_vllm / "model" / "config.json").write_text(json.dumps({"max_position_embeddings": 2048}))
+    else:  # a package installed beside it (its metadata, as pip leaves it)
+        dist = fake_vllm / "site" / "extra-1.0.dist-info"
+        dist.mkdir()
+        (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: extra\nVersion: 1.0\n")
+    answer, _ = check(fake_vllm, model, *flags, env=env)
+    assert answer["ok"] and answer["reused"] is None, answer
+    assert len(kept(fake_vllm)) == 2
+
+
+def test_a_refusal_is_never_kept(fake_vllm):
+    for _ in range(2):
+        answer, _ = check(fake_vllm, str(fake_vllm / "model"), "--max-model-len", "4096")
+        assert not answer["ok"] and answer["reused"] is None, answer
+    assert kept(fake_vllm) == []
