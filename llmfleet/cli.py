@@ -221,7 +221,7 @@ def layout_cmd(inventory: str, limit: tuple[str, ...], data: tuple[str, ...]) ->
                        f"{profile.count if profile else 0} GPUs, tensor-parallel size {tp}", highlight=False)
             continue
         table = Table(title=f"{h['name']}: vllm_layout = {settings.vllm_layout!r}, front door on port "
-                            f"{settings.vllm_port} (metrics {settings.vllm_frontdoor_metrics_port})")
+                            f"{settings.vllm_port} (metrics {settings.frontdoor_metrics_port})")
         for col in ("instance", "unit", "port", "GPUs", "TP x PP", "NUMA node", "memory per instance"):
             table.add_column(col)
         for inst in instances:

@@ -203,7 +203,7 @@ def _targets(fleet: dict[str, Host]) -> tuple[dict[str, list[dict]], dict[str, H
         if instances is None:
             targets["vllm"].append({"targets": [f"{h.address}:{s.vllm_port}"], "labels": labels})
         else:  # each instance through the front door's metrics port (instances listen on the host only)
-            metrics_at = f"{h.address}:{s.vllm_frontdoor_metrics_port}"
+            metrics_at = f"{h.address}:{s.frontdoor_metrics_port}"
             targets["vllm"] += [{"targets": [metrics_at],
                                  "labels": labels | {"instance": f"{name}/{i.name}", "vllm_instance": i.name,
                                                      "gpus": ",".join(map(str, i.gpus)),

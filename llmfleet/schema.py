@@ -861,16 +861,6 @@ class VllmSettings(_Section):
     vllm_layout_numa_span: StrictBool = False
     """A group of GPUs on more than one NUMA node is refused unless this says so: its all-reduce then
     crosses the CPU interconnect, and it cannot be bound to one node (it is bound to all of them)."""
-    vllm_frontdoor_metrics_port: Port = 8404
-    """The front door (HAProxy, with a layout only): its own Prometheus metrics at /metrics on this port."""
-    vllm_frontdoor_check_interval_ms: Annotated[int, Field(ge=100, le=60000, strict=True)] = 2000
-    """Health check of each instance (GET /health): every this many ms; down after 3 failures, up after 2
-    (HAProxy's defaults: inter 2000, fall 3, rise 2: HAProxy 2.6 configuration manual, "5.2. Server and
-    default-server options")."""
-    vllm_frontdoor_timeout_s: PositiveInt = 900
-    """HAProxy's client and server inactivity timeouts: a non-streamed completion sends nothing until it
-    is done, so this is at least the longest generation (HAProxy 2.6 configuration manual, `timeout
-    server`: an inactivity timeout, not a cap on the whole answer)."""
     vllm_drain_timeout_s: Annotated[PositiveInt, PACES_A_DEPLOY] = 120
     """In a roll, how long a drained instance's requests may take to finish before it is restarted anyway."""
     host_service_ports: dict[Annotated[str, _pattern(r"[a-z0-9_-]+", "a service name (a-z 0-9 _ -)")], Port] = {
@@ -932,6 +922,25 @@ class VllmSettings(_Section):
         e2e_latency_p95_s=30.0,  # p95 end-to-end request latency, over 10 minutes
     )
     """Alert thresholds of the monitoring hand-off (`llmfleet monitoring`)."""
+
+
+class FrontdoorSettings(_Section):
+    """The front door: HAProxy (the distribution's package) on vllm_port of a host serving a
+    layout, balancing over its vLLM instances by least connections, each health-checked on /health
+    (llmfleet/frontdoor.py, operations/frontdoor.py, templates/frontdoor/, verify/test_frontdoor.py).
+    A roll drains an instance there before restarting it, and puts it back once the front door has
+    it UP. These settings were vllm_frontdoor_* before: the old names are refused, naming the new."""
+
+    frontdoor_metrics_port: Port = 8404
+    """The front door (HAProxy, with a layout only): its own Prometheus metrics at /metrics on this port."""
+    frontdoor_check_interval_ms: Annotated[int, Field(ge=100, le=60000, strict=True)] = 2000
+    """Health check of each instance (GET /health): every this many ms; down after 3 failures, up after 2
+    (HAProxy's defaults: inter 2000, fall 3, rise 2: HAProxy 2.6 configuration manual, "5.2. Server and
+    default-server options")."""
+    frontdoor_timeout_s: PositiveInt = 900
+    """HAProxy's client and server inactivity timeouts: a non-streamed completion sends nothing until it
+    is done, so this is at least the longest generation (HAProxy 2.6 configuration manual, `timeout
+    server`: an inactivity timeout, not a cap on the whole answer)."""
 
 
 class NodeExporterSettings(_Section):
@@ -1262,7 +1271,8 @@ SECTIONS: tuple[type[_Section], ...] = (
     MirrorsSettings, BasePackagesSettings, KernelCmdlineSettings, RebootSettings, ThpSettings, LimitsSettings,
     SysctlsSettings, ChronySettings, ModuleBlacklistSettings, GpuProfilesSettings, GpuInterconnectSettings,
     GpuBurninSettings, GpuHealthSettings, NvidiaDriverSettings, CudaToolkitSettings, GpuClocksSettings,
-    VllmSettings, NodeExporterSettings, DcgmExporterSettings, LogForwardingSettings, MonitoringSettings,
+    VllmSettings, FrontdoorSettings, NodeExporterSettings, DcgmExporterSettings, LogForwardingSettings,
+    MonitoringSettings,
     AuditSettings, SelfAuditSettings, ProbeSettings, ModelStorageSettings, OnboardingSettings)
 
 
@@ -1275,6 +1285,7 @@ class Settings(OnboardingSettings,
                LogForwardingSettings,
                DcgmExporterSettings,
                NodeExporterSettings,
+               FrontdoorSettings,
                VllmSettings,
                GpuClocksSettings,
                CudaToolkitSettings,

@@ -37,7 +37,10 @@ __all__ = ["Settings", "SettingsError", "defaults", "settings_for", "validate"]
 
 # settings that were renamed: the fix names the new one
 RENAMED = {"probe_slo_p95_e2e_ms": "probe_slo = {{'e2e_p95_ms': {value!r}}}, with TTFT and TPOT SLOs beside it if "
-                                   "you want them (docs/settings.md)"}
+                                   "you want them (docs/settings.md)",
+           # the front door's settings, a section of their own (it is a component of its own)
+           **{f"vllm_{name}": f"did you mean {name!r}? The front door has a section of its own: {name} = {{value!r}}"
+              for name in ("frontdoor_metrics_port", "frontdoor_check_interval_ms", "frontdoor_timeout_s")}}
 
 
 def _is_setting(key: str) -> bool:

@@ -18,13 +18,13 @@ import itertools
 import string
 from typing import TYPE_CHECKING
 
+from llmfleet import frontdoor
 from llmfleet.schema import VllmInstance
 from llmfleet.vllm import UNIT_NAME, Binding
 
 if TYPE_CHECKING:
     from llmfleet.schema import GpuProfile, Settings
 
-FRONTDOOR_UNIT = "haproxy.service"  # the distribution's HAProxy unit (llmfleet/frontdoor.py)
 # vLLM options the layout sets per instance: given in vllm_flags too, they would contradict it
 LAYOUT_FLAGS = ("tensor-parallel-size", "pipeline-parallel-size")
 
@@ -156,7 +156,7 @@ def service_ports(settings: Settings) -> dict[str, int]:
         layout = []
     if layout is not None:
         ports |= {f"vllm_layout instance {i.name}": i.port for i in layout}
-        ports["vllm_frontdoor_metrics_port"] = settings.vllm_frontdoor_metrics_port
+        ports["frontdoor_metrics_port"] = settings.frontdoor_metrics_port
     ports |= {f"host_service_ports.{name}": port for name, port in settings.host_service_ports.items()}
     return ports
 
@@ -282,8 +282,8 @@ def port_owners(settings: Settings) -> dict[int, tuple[str, set[str]]]:
     if layout is None:
         return {settings.vllm_port: ("vllm_port", {UNIT_NAME})}
     owners = {i.port: (f"the port of vllm_layout instance {i.name}", {i.unit_name}) for i in layout}
-    owners[settings.vllm_port] = ("vllm_port", {FRONTDOOR_UNIT, UNIT_NAME})
-    owners[settings.vllm_frontdoor_metrics_port] = ("vllm_frontdoor_metrics_port", {FRONTDOOR_UNIT})
+    owners[settings.vllm_port] = ("vllm_port", {frontdoor.SERVICE, UNIT_NAME})
+    owners[settings.frontdoor_metrics_port] = ("frontdoor_metrics_port", {frontdoor.SERVICE})
     return owners
 
 

@@ -13,7 +13,6 @@ from pyinfra.api import deploy
 from pyinfra.operations import server, systemd
 
 from llmfleet import frontdoor, vllm_layout
-from llmfleet.remote import python_script
 from llmfleet.settings import Settings
 from operations import apt_installed, managed_files
 
@@ -29,12 +28,10 @@ def configure(settings: Settings):
                   no_recommends=True)
     # configure
     config = managed_files.put("frontdoor: haproxy.cfg balances over the layout's instances", frontdoor.CONFIG_PATH,
-                               frontdoor.render_config(settings))
+                               frontdoor.render_config(settings, vllm_layout.instances(settings)))
     # activate
     service = systemd.service(name="frontdoor: haproxy is enabled and running", service=frontdoor.SERVICE,
                               running=True, enabled=True, reloaded=config.will_change)
     if config.will_change or service.will_change:
-        timeout_s = max(30, settings.vllm_frontdoor_check_interval_ms * 5 // 1000)  # rise 2 x inter, with margin
         server.shell(name="frontdoor: every instance UP in its checks (clients are served when the deploy ends)",
-                     commands=[python_script("frontdoor_admin", "serving", frontdoor.ADMIN_SOCKET, frontdoor.BACKEND,
-                                             str(timeout_s))])
+                     commands=[frontdoor.admin_command("serving", str(frontdoor.up_wait_s(settings)))])

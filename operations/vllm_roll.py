@@ -157,8 +157,7 @@ def layout_switch_args(settings: Settings, causes: dict[str, dict]) -> list[str]
 
 def _admin(host, command: str, name: str, timeout_s: int) -> dict:
     """frontdoor_admin.py on the host: the instance out of (drain) or into (ready) rotation."""
-    ok, out = run(host, python_script("frontdoor_admin", command, frontdoor.ADMIN_SOCKET, frontdoor.BACKEND, name,
-                                       str(timeout_s)))
+    ok, out = run(host, frontdoor.admin_command(command, name, str(timeout_s)))
     try:
         return json.loads(out.splitlines()[-1])
     except (ValueError, IndexError):
@@ -181,7 +180,7 @@ def _restart_instance(host, settings: Settings, inst: VllmInstance, drain: bool)
     ready = _ready(host, settings, inst)
     if not ready["ok"]:
         return ready | {"why": f"{inst.unit_name}: {ready['why']}"}
-    back = _admin(host, "ready", inst.name, max(30, settings.vllm_frontdoor_check_interval_ms * 5 // 1000))
+    back = _admin(host, "ready", inst.name, frontdoor.up_wait_s(settings))
     if not back["ok"]:
         return back | {"why": f"{inst.unit_name}: ready, but {back['why']}"}
     host.log_styled(f"vllm: {inst.unit_name}: ready in {ready['seconds']}s, back in the front door", fg="green",

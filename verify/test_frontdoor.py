@@ -2,7 +2,7 @@
 active and enabled, its configuration the rendered one, every instance UP in its stats, a
 completion through it (the host's one endpoint) and through each instance's own route
 (/instances/<name>/), 401 there without the key, and its own Prometheus metrics on
-vllm_frontdoor_metrics_port."""
+frontdoor_metrics_port."""
 
 import hashlib
 
@@ -22,7 +22,7 @@ def door(host, settings) -> dict:
     return {"props": props, "config": read_files(host, frontdoor.CONFIG_PATH)[frontdoor.CONFIG_PATH],
             "stats": run_remote(host, "frontdoor_admin", "state", frontdoor.ADMIN_SOCKET, frontdoor.BACKEND),
             "probe": run_remote(host, "vllm_probe", str(settings.vllm_port), settings.vllm_served_model_name, key),
-            "metrics": run_remote(host, "vllm_probe", str(settings.vllm_frontdoor_metrics_port),
+            "metrics": run_remote(host, "vllm_probe", str(settings.frontdoor_metrics_port),
                                   settings.vllm_served_model_name, "-"),
             "routes": {i.name: run_remote(host, "vllm_probe", str(settings.vllm_port), settings.vllm_served_model_name,
                                           key, frontdoor.instance_path(i.name))
@@ -38,8 +38,8 @@ def test_frontdoor_configuration_is_the_rendered_one(host_name, settings, door):
     def sha(text):
         return hashlib.sha256(text.encode()).hexdigest() if text is not None else None
 
-    expect(host_name, f"{frontdoor.CONFIG_PATH} sha256 (vllm_layout, vllm_frontdoor_*)",
-           sha(frontdoor.render_config(settings)), sha(door["config"]))
+    expect(host_name, f"{frontdoor.CONFIG_PATH} sha256 (vllm_layout, frontdoor_*)",
+           sha(frontdoor.render_config(settings, vllm_layout.instances(settings))), sha(door["config"]))
 
 
 def test_every_instance_is_up_in_the_frontdoor(host_name, settings, door):
@@ -75,7 +75,7 @@ def test_each_instance_answers_on_its_own_route_through_the_frontdoor(host_name,
 
 def test_frontdoor_exports_its_own_metrics(host_name, settings, door):
     names = door["metrics"]["metrics"] if isinstance(door["metrics"]["metrics"], list) else []
-    expect(host_name, f"HAProxy's metrics on vllm_frontdoor_metrics_port {settings.vllm_frontdoor_metrics_port} "
+    expect(host_name, f"HAProxy's metrics on frontdoor_metrics_port {settings.frontdoor_metrics_port} "
                       "(server status, frontend requests)", ["haproxy_frontend_http_requests_total",
                                                                "haproxy_server_status"],
            sorted({"haproxy_frontend_http_requests_total", "haproxy_server_status"} & set(names)))

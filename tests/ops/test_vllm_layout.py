@@ -119,7 +119,7 @@ def test_the_front_door_port_may_be_held_by_haproxy_or_by_the_vllm_service_it_re
                         PortHolders=holders)
         assert calls[-1] == ROLLED
     holders = {"8404": [{"pid": 9, "command": "node_exporter", "unit": "vllm.service"}]}
-    with pytest.raises(OperationValueError, match="vllm_frontdoor_metrics_port = 8404 is held on the host by "
+    with pytest.raises(OperationValueError, match="frontdoor_metrics_port = 8404 is held on the host by "
                                                   "node_exporter"):
         plan(laid_out, monkeypatch, VllmState=state(laid_out, units=units(sha_b="0" * 64)), PortHolders=holders)
 

@@ -45,6 +45,18 @@ def test_unknown_key_names_host_key_value_and_suggestion():
     assert "did you mean 'base_packages'" in msg
 
 
+@pytest.mark.parametrize("old,value", [("vllm_frontdoor_metrics_port", 8405), ("vllm_frontdoor_check_interval_ms", 500),
+                                       ("vllm_frontdoor_timeout_s", 1200)])
+def test_the_front_doors_old_setting_names_are_refused_naming_the_new_one(old, value):
+    new = old.removeprefix("vllm_")
+    with pytest.raises(SettingsError) as exc:
+        validate("gpu-3", all_defaults() | {old: value})
+    assert str(exc.value).startswith("host gpu-3: "), exc.value
+    assert (f"unknown setting {old!r} = {value!r}: renamed: did you mean {new!r}? The front door has a section of "
+            f"its own: {new} = {value!r}") in str(exc.value), exc.value
+    assert getattr(validate("gpu-3", all_defaults() | {new: value}), new) == value
+
+
 @pytest.mark.parametrize("key,value,shown,fragment", [
     ("base_packages", ["numactl; rm -rf /"], "base_packages.0 = 'numactl; rm -rf /'", "not a Debian package name"),
     ("base_packages", ["NumaCtl"], "base_packages.0 = 'NumaCtl'", "not a Debian package name"),

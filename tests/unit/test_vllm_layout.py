@@ -111,7 +111,7 @@ def test_a_shorthand_needs_a_gpu_profile():
     ([{"name": "a", "gpus": [0], "port": 8001}, {"name": "b", "gpus": [1], "port": 9100}],
      "port 9100 is taken twice on the host: by vllm_layout instance b and by host_service_ports.node_exporter"),
     ([{"name": "a", "gpus": [0], "port": 8404}],
-     "port 8404 is taken twice on the host: by vllm_layout instance a and by vllm_frontdoor_metrics_port"),
+     "port 8404 is taken twice on the host: by vllm_layout instance a and by frontdoor_metrics_port"),
 ])
 def test_each_bad_layout_is_refused_naming_setting_value_and_fix(instances, expected):
     assert expected in refused(vllm_layout=instances)
@@ -186,7 +186,8 @@ def test_the_front_door_balances_over_the_instances_and_holds_no_secret(tmp_path
     key = tmp_path / "key"
     key.write_text("sk-very-secret\n")
     key.chmod(0o600)
-    cfg = frontdoor.render_config(ok(vllm_layout="2x4", vllm_api_key_file=str(key), vllm_frontdoor_timeout_s=1200))
+    settings = ok(vllm_layout="2x4", vllm_api_key_file=str(key), frontdoor_timeout_s=1200)
+    cfg = frontdoor.render_config(settings, vllm_layout.instances(settings))
     lines = [ln.strip() for ln in cfg.splitlines()]
     for line in ("bind 0.0.0.0:8000", "bind 0.0.0.0:8404", "balance leastconn", "option httpchk GET /health",
                  "http-check expect status 200", "default-server inter 2000 fall 3 rise 2",
@@ -203,6 +204,6 @@ def test_the_front_door_balances_over_the_instances_and_holds_no_secret(tmp_path
     # taken off before the request reaches it, and the key is still its to check
     assert "use_backend instance_b if { path_beg /instances/b/ }" in lines
     assert "http-request replace-path /instances/b(/.*) \\1" in lines
+    single = ok(vllm_flags={"dtype": "half", "tensor-parallel-size": 8}, vllm_model=MODEL | {"num_attention_heads": 32})
     with pytest.raises(ValueError, match="no vllm_layout"):
-        frontdoor.render_config(ok(vllm_flags={"dtype": "half", "tensor-parallel-size": 8},
-                                   vllm_model=MODEL | {"num_attention_heads": 32}))
+        frontdoor.render_config(single, vllm_layout.instances(single))
