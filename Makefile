@@ -8,9 +8,10 @@ BIN       := $(VENV)/bin
 # prometheus-node-exporter and rsyslog: the lab's Prometheus, audit node exporter and syslog
 # receiver, and the unit tests' promtool, node exporter and rsyslogd -N1 (the lab runs its own on
 # ports of its own: a system one the install starts can keep 9090, 9100 and 514). fio: the unit
-# tests run the model storage's host script with it (tests/unit/test_onboarding_checks.py).
+# tests run the model storage's host script with it (tests/unit/test_onboarding_checks.py). haproxy:
+# the unit tests check the gateway's rendered configuration with `haproxy -c` (tests/unit/test_gateway.py).
 SYSDEPS   := systemd-container mmdebstrap openssh-client iproute2 chrony apt-cacher-ng \
-             qemu-system-x86 qemu-utils e2fsprogs chromium prometheus prometheus-node-exporter rsyslog fio
+             qemu-system-x86 qemu-utils e2fsprogs chromium prometheus prometheus-node-exporter rsyslog fio haproxy
 DEMO_HOSTS ?= 3
 
 .PHONY: demo test unit browser integration sysdeps venv lint settings-doc lab-down verify-device burnin-device device-site \

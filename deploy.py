@@ -22,6 +22,7 @@ from operations import (
                         dcgm_exporter,
                         fabric_manager,
                         frontdoor,
+                        gateway,
                         gpu_clocks,
                         kernel_cmdline,
                         limits,
@@ -72,6 +73,10 @@ reboot.reboot_if_needed(settings, also=driver_reboot)
 node_exporter.configure(settings)
 dcgm_exporter.install(settings)
 log_forwarding.configure(settings)
+
+# the fleet gateway on its hosts (gateway_group), and on each serving host the agent it asks (before
+# vllm: a roll drains a host there while it restarts)
+gateway.configure(settings)
 
 # the service: rolled out in batches, each host ready before the next
 vllm.serve(settings, gpu=nvidia_driver.skip_reason(settings, "vllm") is None)

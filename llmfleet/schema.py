@@ -943,6 +943,44 @@ class FrontdoorSettings(_Section):
     server`: an inactivity timeout, not a cap on the whole answer)."""
 
 
+class GatewaySettings(_Section):
+    """gateway: the fleet gateway, HAProxy (the distribution's package) on the inventory's gateway
+    hosts (the group gateway_group), in front of every serving host's endpoint (vllm_port: its front
+    door, or vllm.service where it has none), balancing by least connections over the hosts its
+    health checks (GET /health) have up. Each serving host runs a small agent (a systemd socket on
+    gateway_agent_port) that tells the gateways whether to send it requests: a roll drains a host
+    there before restarting it and puts it back once it is ready, so a host without a layout is
+    restarted without a refused request (llmfleet/gateway.py, operations/gateway.py,
+    templates/gateway/, verify/test_gateway.py). Facts behind each value: HAProxy 2.6's
+    configuration manual (docs.haproxy.org/2.6/configuration.html, "5.2. Server and default-server
+    options": check, inter, rise, fall, agent-check, agent-port, agent-inter)."""
+
+    gateway_group: Annotated[str, _pattern(r"[A-Za-z_][A-Za-z0-9_]*", "a pyinfra group name")] = "gateways"
+    """The inventory group whose hosts are the fleet gateway (none: no gateway, and a roll drains no
+    host there). A gateway host serves no model itself: vllm_enabled = False in its group data."""
+    gateway_port: Port = 8000
+    """Where clients reach the fleet on a gateway host (every serving host behind it)."""
+    gateway_metrics_port: Port = 8405
+    """HAProxy's own Prometheus metrics on a gateway host, at /metrics."""
+    gateway_check_interval_ms: Annotated[int, Field(ge=100, le=60000, strict=True)] = 1000
+    """Health check of each serving host (GET /health on its vllm_port) every this many ms: down after
+    3 failures, up after 2 (HAProxy's fall and rise defaults)."""
+    gateway_timeout_s: PositiveInt = 900
+    """The gateway's client and server inactivity timeouts (as frontdoor_timeout_s: at least the longest
+    non-streamed generation)."""
+    gateway_agent_port: Port = 8406
+    """On every serving host: the agent the gateways ask whether to send the host requests ("ready 100%",
+    or "drain" while a roll restarts it; HAProxy's agent-check)."""
+    gateway_agent_interval_ms: Annotated[int, Field(ge=100, le=60000, strict=True)] = 1000
+    """How often each gateway asks a serving host's agent (agent-inter; HAProxy's default is 2000). A
+    roll waits twice this after draining a host before it waits for the host's requests to finish."""
+    gateway_drain_hook: list[Annotated[str, Field(min_length=1)]] | None = None
+    """For a fleet whose own load balancer fronts the hosts: a command (argv) the roll runs on the control
+    machine before restarting a host, with "{host}" replaced by the host's name and "{state}" by
+    "drain", and once the host is ready again with "ready"; a non-zero exit stops the roll at that host
+    (for example ["/usr/local/bin/lb", "set", "{host}", "{state}"]). None: only llmfleet's own gateway."""
+
+
 class NodeExporterSettings(_Section):
     """node_exporter: the distribution's Prometheus node exporter (prometheus-node-exporter) on every
     host, on host_service_ports["node_exporter"], with its textfile collector folder holding
@@ -1271,7 +1309,7 @@ SECTIONS: tuple[type[_Section], ...] = (
     MirrorsSettings, BasePackagesSettings, KernelCmdlineSettings, RebootSettings, ThpSettings, LimitsSettings,
     SysctlsSettings, ChronySettings, ModuleBlacklistSettings, GpuProfilesSettings, GpuInterconnectSettings,
     GpuBurninSettings, GpuHealthSettings, NvidiaDriverSettings, CudaToolkitSettings, GpuClocksSettings,
-    VllmSettings, FrontdoorSettings, NodeExporterSettings, DcgmExporterSettings, LogForwardingSettings,
+    VllmSettings, FrontdoorSettings, GatewaySettings, NodeExporterSettings, DcgmExporterSettings, LogForwardingSettings,
     MonitoringSettings,
     AuditSettings, SelfAuditSettings, ProbeSettings, ModelStorageSettings, OnboardingSettings)
 
@@ -1285,6 +1323,7 @@ class Settings(OnboardingSettings,
                LogForwardingSettings,
                DcgmExporterSettings,
                NodeExporterSettings,
+               GatewaySettings,
                FrontdoorSettings,
                VllmSettings,
                GpuClocksSettings,

@@ -147,7 +147,8 @@ def instances(settings: Settings) -> list[VllmInstance] | None:
 
 def service_ports(settings: Settings) -> dict[str, int]:
     """Every port the host's services listen on, by what listens: vllm_port (the front door with a
-    layout, else the one server), each instance, the front door's metrics, host_service_ports.
+    layout, else the one server), each instance, the front door's metrics, the gateway agent,
+    host_service_ports.
     A shorthand that cannot be derived contributes no instance ports (problems() says why)."""
     ports = {"vllm_port": settings.vllm_port}
     try:
@@ -157,6 +158,7 @@ def service_ports(settings: Settings) -> dict[str, int]:
     if layout is not None:
         ports |= {f"vllm_layout instance {i.name}": i.port for i in layout}
         ports["frontdoor_metrics_port"] = settings.frontdoor_metrics_port
+    ports["gateway_agent_port"] = settings.gateway_agent_port  # the fleet gateway's agent (llmfleet/gateway.py)
     ports |= {f"host_service_ports.{name}": port for name, port in settings.host_service_ports.items()}
     return ports
 

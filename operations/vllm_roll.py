@@ -8,6 +8,11 @@ One roll for both shapes of a host: `rolled_out` for vllm.service, `instances_ro
 serving layout's instances (one at a time behind the front door, each drained first). Both pass the
 same gate (`_gate`), wait for the same readiness check (`_ready`) and end a failed roll the same way
 (`_stopped`). The slots and the stop shared by every shard of a deploy are llmfleet/roll.py's.
+
+A serving host without a layout leaves the rotation of what fronts it before its restart and
+comes back once it is ready (`_rotation`): the fleet gateway, where the inventory has gateway hosts
+(the host's agent says "drain", llmfleet/gateway.py), and gateway_drain_hook's command, where a
+fleet's own load balancer fronts it. A layout host keeps serving through its front door.
 """
 
 from __future__ import annotations
@@ -15,10 +20,12 @@ from __future__ import annotations
 import json
 
 import gevent
+from gevent import subprocess
+from pyinfra import host as current_host
 from pyinfra import logger
 from pyinfra.api import FunctionCommand, StringCommand, operation
 
-from llmfleet import frontdoor, roll, vllm, vllm_layout
+from llmfleet import frontdoor, gateway, roll, vllm, vllm_layout
 from llmfleet.facts import python_script
 from llmfleet.schema import VllmInstance
 from llmfleet.settings import Settings
@@ -95,9 +102,68 @@ def _ready(host, settings: Settings, instance: VllmInstance | None = None) -> di
         return {"ok": False, "seconds": 0, "why": f"readiness check did not run: {out[-300:]}"}
 
 
-def _wait_ready(state, host, settings: Settings, outcome: dict) -> bool:
+def fronted(state, settings: Settings) -> bool:
+    """Whether something fronts the hosts that a roll must take a host out of first: gateway hosts
+    in the inventory (those a --limit leaves out too), or gateway_drain_hook."""
+    return bool(settings.gateway_drain_hook) or gateway.has_gateways([list(h.groups) for h in state.inventory],
+                                                                      settings.gateway_group)
+
+
+def _rotation(state, host, settings: Settings, word: str) -> dict:
+    """The host out of ("drain") or back into ("ready") the rotation of what fronts it:
+    gateway_drain_hook's command, run here, then, where the inventory has gateway hosts, the host's
+    agent (llmfleet/remote/gateway_agent.py: it also waits for the gateways to act, and after
+    "drain" for the host's requests to finish). {"ok", "why", "note"}."""
+    notes = []
+    argv = gateway.hook_argv(settings, host.name, word)
+    if argv:
+        try:
+            proc = subprocess.run(argv, capture_output=True, text=True, timeout=settings.vllm_drain_timeout_s)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return {"ok": False, "why": f"gateway_drain_hook {' '.join(argv)}: {exc}", "note": ""}
+        if proc.returncode != 0:
+            return {"ok": False, "note": "", "why": f"gateway_drain_hook {' '.join(argv)} exited {proc.returncode}: "
+                                                   f"{(proc.stdout + proc.stderr).strip()[-300:]}"}
+        notes.append(f"gateway_drain_hook: {word}")
+    if gateway.has_gateways([list(h.groups) for h in state.inventory], settings.gateway_group):
+        ok, out = run(host, gateway.agent_command(settings, word))
+        try:
+            answer = json.loads(out.splitlines()[-1])
+        except (ValueError, IndexError):
+            answer = {"ok": False, "why": f"the gateway agent's command did not run: {out[-300:]}"}
+        if not answer["ok"]:
+            return {"ok": False, "why": f"gateway: {answer['why']}", "note": ""}
+        notes.append(f"gateway: {'drained' if word == gateway.DRAIN else 'back in rotation'} in {answer['seconds']}s"
+                     + (f" ({answer['why']})" if answer.get("why") and answer["why"] != "drained" else ""))
+    return {"ok": True, "why": "", "note": "; ".join(notes)}
+
+
+def _out_of_rotation(state, host, settings: Settings) -> bool:
+    """Before the restart: out of the rotation of what fronts the host; where that fails, the host
+    is not restarted and the roll stops."""
+    out = _rotation(state, host, settings, gateway.DRAIN)
+    if not out["ok"]:
+        _roll().stop(host.name)
+        host.log_styled(f"vllm: not restarted: could not take the host out of rotation: {out['why']}; stopping the "
+                        "roll", fg="red", log_func=logger.error)
+        return False
+    host.log_styled(f"vllm: {out['note']}", fg="blue", log_func=logger.info)
+    return True
+
+
+def _wait_ready(state, host, settings: Settings, outcome: dict, rotation: bool) -> bool:
+    """Ready (health and a 1-token completion), then back in the rotation it left (`rotation`),
+    before its slot goes to the next host."""
     outcome.update(_ready(host, settings))
     if outcome["ok"]:
+        if rotation:
+            back = _rotation(state, host, settings, "ready")
+            if not back["ok"]:
+                _roll().stop(host.name)
+                host.log_styled(f"vllm: ready in {outcome['seconds']}s, but not back in rotation: {back['why']}; "
+                                "stopping the roll", fg="red", log_func=logger.error)
+                return False
+            host.log_styled(f"vllm: {back['note']}", fg="blue", log_func=logger.info)
         _ROLL["finished"].add(host.name)
         _roll().leave(host.name)
         host.log_styled(f"vllm: ready in {outcome['seconds']}s (health and a 1-token completion)", fg="green",
@@ -105,9 +171,14 @@ def _wait_ready(state, host, settings: Settings, outcome: dict) -> bool:
     return True  # not ready: the operation goes on to switch back, then stops the roll
 
 
-def _back(state, host, settings: Settings, outcome: dict) -> bool:
-    """After the switch back (vllm_switch.py restarted vllm.service on what it served): is it ready?"""
+def _back(state, host, settings: Settings, outcome: dict, rotation: bool) -> bool:
+    """After the switch back (vllm_switch.py restarted vllm.service on what it served): is it ready?
+    Serving again, it goes back into the rotation it left."""
     outcome["again"] = _ready(host, settings)
+    if outcome["again"]["ok"] and rotation:
+        back = _rotation(state, host, settings, "ready")
+        if not back["ok"]:
+            outcome["again"] = {"ok": False, "why": f"serving, but not back in rotation: {back['why']}"}
     return True
 
 
@@ -121,18 +192,22 @@ def rolled_out(settings: Settings, causes: dict, can_switch_back: bool, limit: i
     + causes: what differs, by kind (restart_causes)
     + can_switch_back: a complete previous version (unit, environment and model links) is there
     + limit: serving hosts of the deploy restarting at once at most (vllm_max_unavailable); None
-      where the host serves nothing now
+      where the host serves nothing now (and nothing fronting it sends it requests)
     """
     yield FunctionCommand(_gate, (causes, limit), {})
+    # a host that serves now leaves the rotation of what fronts it (the fleet gateway, a hook) first
+    rotation = limit is not None and fronted(current_host.state, settings)
+    if rotation:
+        yield FunctionCommand(_out_of_rotation, (settings,), {})
     yield StringCommand(python_script("vllm_switch", *switch_args(settings, causes)))
     outcome: dict = {}
-    yield FunctionCommand(_wait_ready, (settings, outcome), {})
+    yield FunctionCommand(_wait_ready, (settings, outcome, rotation), {})
     if outcome.get("ok"):
         return
     if can_switch_back:
         yield StringCommand(python_script("vllm_switch", "back", "--record", SWITCH_RECORD,
                                           "--service", vllm.UNIT_NAME))
-        yield FunctionCommand(_back, (settings, outcome), {})
+        yield FunctionCommand(_back, (settings, outcome, rotation), {})
     yield FunctionCommand(_stopped, (outcome, can_switch_back), {})
 
 

@@ -3,12 +3,13 @@ restart is planned, what is staged and switched, how a hand-changed environment 
 the roll's commands (the switch a visible host-script command, the switch-back only when the
 host did not get ready)."""
 
+import json
 
 import pytest
 from pyinfra.api import FunctionCommand, StringCommand
 
+from llmfleet import gateway, vllm
 from llmfleet import roll as rolls
-from llmfleet import vllm
 from operations import vllm as ops
 from operations import vllm_roll as roll_ops
 
@@ -159,8 +160,14 @@ def gate(monkeypatch, tmp_path):
 
 
 class _State:
-    def __init__(self, failed=()):
+    def __init__(self, failed=(), groups=()):
         self.failed_hosts = {_Named(n) for n in failed}
+        self.inventory = [_Grouped(g) for g in groups]  # each host's groups
+
+
+class _Grouped:
+    def __init__(self, groups):
+        self.groups = groups
 
 
 def test_the_gate_stops_a_batch_after_a_host_whose_roll_ended_unfinished(gate):
@@ -462,5 +469,60 @@ def test_a_serving_host_holds_a_slot_of_the_roll_until_it_is_ready_and_a_host_se
     assert rolls.get(roll_ops.ROLL).holders() == ["h1"]
     monkeypatch.setattr(roll_ops, "_ready",
                         lambda host, settings, instance=None: {"ok": True, "seconds": 1.0, "why": ""})
-    roll_ops._wait_ready(_State(), h1, None, {})
+    roll_ops._wait_ready(_State(), h1, None, {}, False)
     assert rolls.get(roll_ops.ROLL).holders() == []
+
+
+# --- a serving host out of what fronts it (the fleet gateway, a drain hook) during its restart ----
+GATEWAYS = (["v100"], ["v100"], ["gateways"])  # the inventory: two serving hosts and a gateway host
+
+
+def test_a_roll_takes_a_host_out_of_rotation_only_where_something_fronts_it(settings):
+    assert roll_ops.fronted(_State(groups=GATEWAYS), settings)
+    assert not roll_ops.fronted(_State(groups=(["v100"], ["tools"])), settings)
+    assert roll_ops.fronted(_State(groups=(["v100"],)), settings.model_copy(update={"gateway_drain_hook": ["lb"]}))
+
+
+def test_the_host_is_drained_at_the_gateway_through_its_agent_before_the_restart(settings, monkeypatch):
+    ran = []
+    monkeypatch.setattr(roll_ops, "run", lambda host, command, sudo=True: (
+        ran.append(command) or (True, json.dumps({"ok": True, "seconds": 2.5, "why": "drained", "requests": 0}))))
+    h1 = _Named("gpu-1")
+    assert roll_ops._out_of_rotation(_State(groups=GATEWAYS), h1, settings) is True
+    (command,) = ran
+    assert command == gateway.agent_command(settings, "drain")
+    assert " drain /var/lib/llmfleet/gateway-agent/state 2.0 8000 120 " in command  # twice agent-inter; the timeout
+    assert h1.logged == ["vllm: gateway: drained in 2.5s"]
+    ran.clear()
+    assert roll_ops._out_of_rotation(_State(groups=(["v100"],)), h1, settings) is True and ran == []
+
+
+def test_a_hook_that_fails_leaves_the_host_unrestarted_and_stops_the_roll(settings, gate, monkeypatch):
+    hooked = settings.model_copy(update={"gateway_drain_hook": ["sh", "-c", "echo pool busy >&2; exit 3", "{host}"]})
+    h1 = _Named("gpu-1")
+    assert roll_ops._out_of_rotation(_State(), h1, hooked) is False
+    assert h1.logged == ["vllm: not restarted: could not take the host out of rotation: gateway_drain_hook sh -c "
+                         "echo pool busy >&2; exit 3 gpu-1 exited 3: pool busy; stopping the roll"]
+    assert rolls.get(roll_ops.ROLL).stopped() == "gpu-1"
+
+
+def test_the_hook_is_called_with_the_host_and_the_state(settings, tmp_path):
+    said = tmp_path / "said"
+    hooked = settings.model_copy(update={"gateway_drain_hook": ["sh", "-c", f"echo \"$0 $1\" >> {said}", "{host}",
+                                                                "{state}"]})
+    assert roll_ops._rotation(_State(), _Named("gpu-1"), hooked, "drain") == \
+        {"ok": True, "why": "", "note": "gateway_drain_hook: drain"}
+    assert roll_ops._rotation(_State(), _Named("gpu-1"), hooked, "ready")["ok"]
+    assert said.read_text() == "gpu-1 drain\ngpu-1 ready\n"
+
+
+def test_a_ready_host_is_back_in_rotation_before_its_slot_goes_to_the_next(settings, gate, monkeypatch):
+    h1 = _Named("h1")
+    assert roll_ops._gate(_State(), h1, {"model": "m"}, 1) is True
+    monkeypatch.setattr(roll_ops, "_ready",
+                        lambda host, settings, instance=None: {"ok": True, "seconds": 1.0, "why": ""})
+    held_then = []
+    monkeypatch.setattr(roll_ops, "_rotation", lambda state, host, settings, word: (
+        held_then.append((word, rolls.get(roll_ops.ROLL).holders())) or {"ok": True, "why": "", "note": "back"}))
+    assert roll_ops._wait_ready(_State(groups=GATEWAYS), h1, settings, {}, True) is True
+    assert held_then == [("ready", ["h1"])] and rolls.get(roll_ops.ROLL).holders() == []
