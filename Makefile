@@ -33,7 +33,7 @@ $(BIN)/.installed: pyproject.toml
 venv: $(BIN)/.installed
 
 demo: sysdeps venv
-	$(BIN)/llmfleet lab up --hosts $(DEMO_HOSTS) --vm
+	$(BIN)/llmfleet lab up --hosts $(DEMO_HOSTS) --vm --gateways 1
 	$(BIN)/llmfleet deploy inventories/lab.py  # the hosts not waiting for each other: the VM does not hold the containers back
 	$(BIN)/pytest verify/ -p no:cacheprovider -m "not acceptance" --hosts="$$($(BIN)/llmfleet lab hosts --testinfra)"
 	$(BIN)/llmfleet lab status
@@ -43,6 +43,9 @@ demo: sysdeps venv
 	$(BIN)/llmfleet audit inventories/lab.py
 	@echo "Each container host serves the lab's tiny model; a completion from lab-c1:"
 	@curl -sS http://10.77.0.11:8000/v1/completions -H "Authorization: Bearer $$(cat /var/lib/llmfleet/lab/api-key)" \
+	  -H 'Content-Type: application/json' -d '{"model": "tiny-llama", "prompt": "The fleet", "max_tokens": 8}'; echo
+	@echo "The same through the fleet gateway (lab-gw1: HAProxy in front of every serving host; a roll drains each host there first):"
+	@curl -sS http://10.77.0.61:8000/v1/completions -H "Authorization: Bearer $$(cat /var/lib/llmfleet/lab/api-key)" \
 	  -H 'Content-Type: application/json' -d '{"model": "tiny-llama", "prompt": "The fleet", "max_tokens": 8}'; echo
 	@echo "Try it yourself:"
 	@echo "  curl http://10.77.0.11:8000/v1/completions -H \"Authorization: Bearer \$$(cat /var/lib/llmfleet/lab/api-key)\" -H 'Content-Type: application/json' -d '{\"model\": \"tiny-llama\", \"prompt\": \"The fleet\", \"max_tokens\": 8}'"

@@ -128,6 +128,11 @@ node_exporter_metrics_interval_s = 5
 monitoring_scrape_interval_s = 5
 monitoring_evaluation_interval_s = 5
 monitoring_alert_for = dict.fromkeys(ALERT_NAMES, "6s")
+# the fleet gateway: the lab's gateway containers (`llmfleet lab up --gateways 1`), asking each serving
+# host's agent and checking its health twice a second: a roll's drain and return take about 1 and 2.5 s
+gateway_group = "lab_gateways"
+gateway_check_interval_ms = 500
+gateway_agent_interval_ms = 500
 # the self-audit every minute, and an audit (a self-audit or the control machine's) older than 144 s is
 # AuditTooOld: a host whose self-audit stops is flagged within a test's patience
 self_audit_interval_s = 60

@@ -48,11 +48,11 @@ def _log(msg: str) -> None:
 
 def _status_table(rows: list[dict]) -> Table:
     table = Table(title="llmfleet lab")
-    for col in ("name", "kind", "address", "ssh_port", "state"):
+    for col in ("name", "kind", "role", "address", "ssh_port", "state"):
         table.add_column(col)
     for r in rows:
         colour = {"running": "green", "booting": "yellow"}.get(r["state"], "red")
-        table.add_row(r["name"], r["kind"], r["address"], str(r["ssh_port"]),
+        table.add_row(r["name"], r["kind"], r["role"], r["address"], str(r["ssh_port"]),
                       f"[{colour}]{r['state']}[/]")
     return table
 
@@ -61,11 +61,14 @@ def _status_table(rows: list[dict]) -> Table:
 @click.option("--hosts", "n_hosts", default=3, show_default=True, type=int,
               help="Container hosts to have running (lab-c1..lab-cN); running ones are kept.")
 @click.option("--vm", is_flag=True, help="Also run one VM host (lab-vm1) with its own kernel.")
-def lab_up(n_hosts: int, vm: bool) -> None:
+@click.option("--gateways", "n_gateways", default=0, show_default=True, type=int,
+              help="Fleet gateway hosts to have running (lab-gw1..lab-gwN: containers in lab_gateways, in front of "
+                   "the serving hosts).")
+def lab_up(n_hosts: int, vm: bool, n_gateways: int) -> None:
     """Create the lab hosts (harmless when they already run; recovers from a killed run)."""
     from llmfleet import lab as labmod
 
-    state = labmod.up(n_hosts, vm, log=_log)
+    state = labmod.up(n_hosts, vm, log=_log, gateways=n_gateways)
     console.print(_status_table(labmod.status_rows(state)))
 
 
@@ -79,7 +82,7 @@ def lab_down() -> None:
 
 
 @lab.command("status")
-@click.option("--json", "as_json", is_flag=True, help="Print name, kind, address, SSH port, state as JSON.")
+@click.option("--json", "as_json", is_flag=True, help="Print name, kind, role, address, SSH port, state as JSON.")
 def lab_status(as_json: bool) -> None:
     """List the lab hosts and their state."""
     from llmfleet import lab as labmod

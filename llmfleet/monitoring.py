@@ -7,9 +7,9 @@ loads as it is (`prometheus --config.file=monitoring/prometheus.yml`; the lab's 
   targets from a ``file_sd`` file beside it;
 - ``<job>-targets.yml``: every host's node exporter (job ``node``), every GPU host's dcgm-exporter
   (``dcgm``), every vLLM endpoint (``vllm``; an instance of a serving layout through its front
-  door), the front doors' own metrics (``frontdoor``), and the node exporter that carries the
-  audits' metrics (``llmfleet_audit``), labelled host, group, GPU profile (and instance where a
-  host runs several);
+  door), the front doors' own metrics (``frontdoor``), the fleet gateways' (``gateway``), and the
+  node exporter that carries the audits' metrics (``llmfleet_audit``), labelled host, group, GPU
+  profile (and instance where a host runs several);
 - ``<area>-alerts.yml``: the alert rules of vLLM, the GPUs, the hosts and llmfleet's audits, with
   the thresholds and `for:` durations of group data (``ALERTS`` lists them).
 
@@ -73,6 +73,7 @@ class Host(NamedTuple):
     settings: Settings
     address: str
     group: str = ""  # the host's first group in the inventory (its most specific)
+    groups: tuple[str, ...] = ()  # every group of the host (a gateway host is one of gateway_group's)
 
 
 def metric_names(vllm_version: str) -> list[str]:
@@ -184,7 +185,8 @@ def render(inventory: str, hosts: Mapping[str, tuple]) -> dict[str, str]:
 
 def _targets(fleet: dict[str, Host]) -> tuple[dict[str, list[dict]], dict[str, Host], dict[str, Host]]:
     """The file_sd targets of each job (the audit's job left empty), the GPU hosts, the vLLM hosts."""
-    targets: dict[str, list[dict]] = {"node": [], "dcgm": [], "vllm": [], "frontdoor": [], AUDIT_JOB: []}
+    targets: dict[str, list[dict]] = {"node": [], "dcgm": [], "vllm": [], "frontdoor": [], "gateway": [],
+                                      AUDIT_JOB: []}
     gpu_hosts: dict[str, Host] = {}
     vllm_hosts: dict[str, Host] = {}
     for name, h in sorted(fleet.items()):
@@ -195,6 +197,8 @@ def _targets(fleet: dict[str, Host]) -> tuple[dict[str, list[dict]], dict[str, H
             gpu_hosts[name] = h
             targets["dcgm"].append({"targets": [f"{h.address}:{s.host_service_ports['dcgm_exporter']}"],
                                     "labels": base})
+        if s.gateway_group in h.groups:  # the fleet gateway's HAProxy metrics (llmfleet/gateway.py)
+            targets["gateway"].append({"targets": [f"{h.address}:{s.gateway_metrics_port}"], "labels": base})
         if not s.vllm_enabled:
             continue
         vllm_hosts[name] = h
@@ -263,7 +267,8 @@ def _rules(inventory: str, fleet: dict[str, Host], gpu_hosts: dict[str, Host], v
 
 def hosts_from(validated: list[tuple[dict, Settings]]) -> dict[str, Host]:
     """Hosts to monitor from llmfleet.inventory.validated(): settings, address, first group."""
-    return {h["name"]: Host(settings, h["data"].get("ssh_hostname") or h["name"], (h.get("groups") or [""])[0])
+    return {h["name"]: Host(settings, h["data"].get("ssh_hostname") or h["name"], (h.get("groups") or [""])[0],
+                            tuple(h.get("groups") or ()))
             for h, settings in validated}
 
 

@@ -107,15 +107,16 @@ def bundle_id() -> str:
     return hashlib.sha256(bundle()).hexdigest()[:16]
 
 
-def settings_document(host: str, inventory: str, settings: Settings) -> str:
-    """What the deploy writes to SETTINGS_FILE: the host, its inventory, its settings (JSON), but
-    those that only pace a deploy (schema.PACES_A_DEPLOY: the host's state does not depend on them,
-    so a deploy run with another pace leaves the file as it was)."""
+def settings_document(host: str, inventory: str, settings: Settings, groups: list[str] | None = None) -> str:
+    """What the deploy writes to SETTINGS_FILE: the host, its inventory, its groups (the fleet
+    gateway's hosts are a group's), its settings (JSON), but those that only pace a deploy
+    (schema.PACES_A_DEPLOY: the host's state does not depend on them, so a deploy run with another
+    pace leaves the file as it was)."""
     from llmfleet.schema import paces_a_deploy  # (the deploy's side: the module loads lightly on a host)
 
     pacing = paces_a_deploy()
     data = {k: v for k, v in settings.model_dump(mode="json").items() if k not in pacing}
-    return json.dumps({"host": host, "inventory": inventory, "data": data},
+    return json.dumps({"host": host, "inventory": inventory, "groups": sorted(groups or []), "data": data},
                       indent=1) + "\n"  # in the settings' own order: vllm_flags renders in it
 
 

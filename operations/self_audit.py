@@ -62,7 +62,8 @@ def configure(settings: Settings):
     # configure: what the host checks itself against (root only), its recorded hardware
     managed_files.directory("self-audit settings folder", self_audit.CONF_DIR, mode="700")
     managed_files.put("the host's settings for its self-audit (root only)", self_audit.SETTINGS_FILE,
-                      self_audit.settings_document(host.name, inventory_name(), settings), mode="600")
+                      self_audit.settings_document(host.name, inventory_name(), settings, list(host.groups)),
+                      mode="600")
     recorded = fingerprint.path_for(fingerprint.state_dir(), host.name)
     if recorded.is_file():
         managed_files.put("hardware fingerprint recorded at onboarding", self_audit.FINGERPRINT_FILE,

@@ -97,7 +97,8 @@ def self_audit_host(request) -> dict | None:
 @pytest.fixture(scope="session")
 def inventory_data(request, self_audit_host) -> dict[str, dict]:
     if self_audit_host is not None:
-        return {self_audit_host["host"]: {"name": self_audit_host["host"], "data": self_audit_host["data"]}}
+        return {self_audit_host["host"]: {"name": self_audit_host["host"], "groups": self_audit_host.get("groups", []),
+                                          "data": self_audit_host["data"]}}
     try:
         found = read_inventory(request.config.getoption("--inventory"), request.config.getoption("--data"))
     except InventoryError as exc:
@@ -119,6 +120,12 @@ def host_data(host_name, inventory_data, request) -> dict:
         pytest.fail(f"host {host_name} is not in inventory {request.config.getoption('--inventory')} "
                     f"(it has: {', '.join(sorted(inventory_data))}); pass the right --inventory")
     return inventory_data[host_name]["data"]
+
+
+@pytest.fixture(scope="module")
+def host_groups(host_name, inventory_data) -> list[str]:
+    """The host's inventory groups (a host checking itself: as the deploy wrote them)."""
+    return list(inventory_data.get(host_name, {}).get("groups") or [])
 
 
 @pytest.fixture(scope="module")

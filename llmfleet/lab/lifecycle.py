@@ -13,7 +13,18 @@ from pathlib import Path
 from llmfleet.errors import LabError
 from llmfleet.lab import hosts as labhosts
 from llmfleet.lab import net, services, serving, sh
-from llmfleet.lab.config import BRIDGE, LAB_USER, TOOLS, VM_TOOLS, LabNet, LabPaths, container_name, vm_name
+from llmfleet.lab.config import (
+    BRIDGE,
+    GATEWAY_INDEX,
+    LAB_USER,
+    TOOLS,
+    VM_TOOLS,
+    LabNet,
+    LabPaths,
+    container_name,
+    gateway_name,
+    vm_name,
+)
 from llmfleet.lab.images import ensure_image
 from llmfleet.lab.state import Host, LabState
 
@@ -143,9 +154,11 @@ def _inotify_room(containers: int, log) -> None:
             f"({INOTIFY_PER_CONTAINER} each beside {INOTIFY_BASE})")
 
 
-def up(n_hosts: int, vm: bool, log=print) -> LabState:
-    if n_hosts < 0 or n_hosts > 80:
-        raise LabError(f"--hosts {n_hosts}: the lab runs 0 to 80 container hosts")
+def up(n_hosts: int, vm: bool, log=print, gateways: int = 0) -> LabState:
+    if n_hosts < 0 or n_hosts > 40:
+        raise LabError(f"--hosts {n_hosts}: the lab runs 0 to 40 container hosts")
+    if gateways < 0 or gateways > 4:
+        raise LabError(f"--gateways {gateways}: the lab runs 0 to 4 gateway hosts")
     preflight(vm)
     paths, lnet = LabPaths.from_env(), LabNet.from_env()
     with locked(paths):
@@ -168,6 +181,7 @@ def up(n_hosts: int, vm: bool, log=print) -> LabState:
         serving.ensure_all(paths, log)  # vLLM wheels, the tiny model, an API key
 
         wanted = [(container_name(i), i, "container") for i in range(1, n_hosts + 1)]
+        wanted += [(gateway_name(i), GATEWAY_INDEX + i, "container") for i in range(1, gateways + 1)]
         _inotify_room(len({w[0] for w in wanted} | {n for n, h in state.hosts.items() if h.kind == "container"}),
                       log)
         if vm:
@@ -181,6 +195,8 @@ def up(n_hosts: int, vm: bool, log=print) -> LabState:
                 if kind == "container":
                     h, key = labhosts.start_container(index, name, lnet.container_address(index),
                                                       c_image, paths, lnet)
+                    if index > GATEWAY_INDEX:
+                        h.role = "gateway"
                 else:
                     assert v_image is not None  # a VM is wanted only with vm, and then its image was made
                     h, key = labhosts.start_vm(index, name, lnet.vm_address(index), v_image, paths, lnet)
@@ -287,7 +303,7 @@ def load() -> LabState:
 def status_rows(state: LabState) -> list[dict]:
     paths = LabPaths.from_env()
     return [
-        {"name": h.name, "kind": h.kind, "address": h.address, "ssh_port": h.ssh_port,
+        {"name": h.name, "kind": h.kind, "role": h.role, "address": h.address, "ssh_port": h.ssh_port,
          "state": host_status(h), "user": state.user, "image": h.image,
          "ssh_config": str(paths.ssh_config)}
         for h in sorted(state.hosts.values(), key=lambda h: (h.kind != "container", h.name))

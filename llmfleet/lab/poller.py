@@ -1,5 +1,6 @@
 """A client's view of the lab's vLLM hosts during a change: every 0.5 s, a 1-token completion to
-each host; the timeline of who answered. Used by the rolling-restart test and benchmark."""
+each host; the timeline of who answered (Poller). And an open-loop client of one endpoint, the
+fleet gateway (OpenLoop). Used by the rolling-restart tests and benchmark."""
 
 from __future__ import annotations
 
@@ -72,3 +73,48 @@ class Poller:
         if since is not None:
             longest = max(longest, self.timeline[-1][0] - since)
         return round(longest, 2)
+
+
+class OpenLoop:
+    """An open-loop client: a 1-token completion to one endpoint every 1/rate s, each on its own
+    thread, whatever the answers before it (a client that waited for answers would send less while
+    the server is slow, and hide failures); every request's send time and result."""
+
+    def __init__(self, address: str, key: str | None, model: str, rate: float = 2.0, port: int = 8000,
+                 timeout: float = 60):
+        self.address, self.key, self.model = address, key, model
+        self.rate, self.port, self.timeout = rate, port, timeout
+        self.results: list[tuple[float, int | str]] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._ticker = threading.Thread(target=self._run, daemon=True)
+
+    def _one(self, sent: float) -> None:
+        result = complete(self.address, self.key, self.model, port=self.port, timeout=self.timeout)
+        with self._lock:
+            self.results.append((sent, result))
+
+    def _run(self) -> None:
+        t0 = time.monotonic()
+        n = 0
+        while not self._stop.is_set():
+            t = threading.Thread(target=self._one, args=(round(time.monotonic() - t0, 2),), daemon=True)
+            t.start()
+            self._threads.append(t)
+            n += 1
+            self._stop.wait(max(0.0, t0 + n / self.rate - time.monotonic()))
+
+    def __enter__(self) -> OpenLoop:
+        self._ticker.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._ticker.join()
+        for t in self._threads:
+            t.join()
+
+    def failed(self) -> list[tuple[float, int | str]]:
+        """The requests that did not get their 1 token: (send time, what came back)."""
+        return sorted((t, r) for t, r in self.results if r != 1)

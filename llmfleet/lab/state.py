@@ -69,6 +69,9 @@ class Service(BaseModel):
 class Host(BaseModel):
     name: str
     kind: Literal["container", "vm"]
+    # what the host is in the lab's inventory: a serving host (lab_containers, lab_vms) or the fleet
+    # gateway (lab_gateways: a container that serves no model, llmfleet/gateway.py)
+    role: Literal["serving", "gateway"] = "serving"
     address: str
     ssh_port: int = 22
     image: str

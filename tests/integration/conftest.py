@@ -21,6 +21,7 @@ from harness import (
     LAB_STAGES,
     LOGS,
     N_CONTAINERS,
+    N_GATEWAYS,
     PREFIX,
     Deployed,
     Lab,
@@ -85,6 +86,6 @@ def lab() -> Lab:
     # What a killed lab leaves behind without a state file: a namespace and a link with its names.
     subprocess.run(["ip", "netns", "add", f"{PREFIX}-lab-c9"], check=True)
     subprocess.run(["ip", "link", "add", f"{PREFIX}-c9", "type", "bridge"], check=True)
-    up = llmfleet("lab", "up", "--hosts", str(N_CONTAINERS), "--vm")
+    up = llmfleet("lab", "up", "--hosts", str(N_CONTAINERS), "--vm", "--gateways", str(N_GATEWAYS))
     yield Lab(up_output=up.stdout + up.stderr)
     llmfleet("lab", "down", check=False)

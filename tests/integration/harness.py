@@ -26,8 +26,10 @@ LAB_ENV = {
 }
 PREFIX = LAB_ENV["LLMFLEET_LAB_PREFIX"]
 N_CONTAINERS = 3
+N_GATEWAYS = 1  # lab-gw1: the fleet gateway, in front of the serving containers
+GATEWAY = "lab-gw1"
 # The lab's groups (inventories/lab.py): what a deploy by group runs at once.
-LAB_GROUPS = ("lab_containers", "lab_vms")
+LAB_GROUPS = ("lab_containers", "lab_vms", "lab_gateways")
 # The stages of the lab's life, in the order they run (conftest.py orders the modules by them).
 LAB_STAGES = ("as made", "grown", "removed")
 
@@ -81,6 +83,12 @@ def lab_ssh(name: str, command: str, **kw) -> subprocess.CompletedProcess:
 
 def state() -> dict:
     return json.loads((Path(LAB_ENV["LLMFLEET_LAB_DIR"]) / "state.json").read_text())
+
+
+def serving_containers() -> dict[str, str]:
+    """{name: address} of the container hosts that serve (not the gateway), by name."""
+    return {name: h["address"] for name, h in sorted(state()["hosts"].items())
+            if h["kind"] == "container" and h.get("role", "serving") == "serving"}
 
 
 @dataclass

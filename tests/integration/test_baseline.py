@@ -201,7 +201,7 @@ def test_preflight_fact_describes_each_host(lab, deployed):
 
     proc = run(str(BIN / "pyinfra"), "inventories/lab.py", "fact", "llmfleet.facts.Preflight", "--json")
     facts = json.loads(proc.stdout)["llmfleet.facts.Preflight"]
-    assert set(facts) == {"lab-c1", "lab-c2", "lab-c3", "lab-vm1"}
+    assert set(facts) == {"lab-c1", "lab-c2", "lab-c3", "lab-gw1", "lab-vm1"}
     for name, fact in facts.items():
         assert (fact["os"], fact["os_version"]) == ("debian", "12"), name
         assert fact["sockets"] >= 1 and fact["numa_nodes"] >= 1 and fact["cpus"] >= 1, (name, fact)

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from harness import BIN, LAB_ENV, N_CONTAINERS, PREFIX, lab_ssh, llmfleet, run, state
+from harness import BIN, LAB_ENV, N_CONTAINERS, N_GATEWAYS, PREFIX, lab_ssh, llmfleet, run, serving_containers, state
 
 from llmfleet.lab import cgroup
 from llmfleet.remote import python_script
@@ -42,18 +42,19 @@ def test_up_cleans_up_after_a_killed_lab(lab):
 
 def test_status_json_lists_every_host(lab):
     hosts = json.loads(llmfleet("lab", "status", "--json").stdout)["hosts"]
-    assert [(h["name"], h["kind"], h["address"], h["ssh_port"], h["state"]) for h in hosts] == [
-        ("lab-c1", "container", "10.78.0.11", 22, "running"),
-        ("lab-c2", "container", "10.78.0.12", 22, "running"),
-        ("lab-c3", "container", "10.78.0.13", 22, "running"),
-        ("lab-vm1", "vm", "10.78.0.101", 22, "running"),
+    assert [(h["name"], h["kind"], h["role"], h["address"], h["ssh_port"], h["state"]) for h in hosts] == [
+        ("lab-c1", "container", "serving", "10.78.0.11", 22, "running"),
+        ("lab-c2", "container", "serving", "10.78.0.12", 22, "running"),
+        ("lab-c3", "container", "serving", "10.78.0.13", 22, "running"),
+        ("lab-gw1", "container", "gateway", "10.78.0.61", 22, "running"),
+        ("lab-vm1", "vm", "serving", "10.78.0.101", 22, "running"),
     ]
 
 
 def test_each_container_has_its_own_network_namespace(lab):
     hosts = state()["hosts"]
     namespaces = {h["netns"] for h in hosts.values() if h["kind"] == "container"}
-    assert len(namespaces) == N_CONTAINERS and namespaces <= set(netns_names())
+    assert len(namespaces) == N_CONTAINERS + N_GATEWAYS and namespaces <= set(netns_names())
 
 
 def test_each_container_keeps_its_units_in_a_cgroup_tree_of_its_own(lab):
@@ -79,7 +80,7 @@ def test_each_container_keeps_its_units_in_a_cgroup_tree_of_its_own(lab):
 
 def test_up_twice_is_harmless(lab):
     before = {n: h["proc"]["pid"] for n, h in state()["hosts"].items()}
-    again = llmfleet("lab", "up", "--hosts", str(N_CONTAINERS), "--vm")
+    again = llmfleet("lab", "up", "--hosts", str(N_CONTAINERS), "--vm", "--gateways", str(N_GATEWAYS))
     after = {n: h["proc"]["pid"] for n, h in state()["hosts"].items()}
     assert after == before, "a second `lab up` must keep the running hosts"
     assert "answered SSH" not in again.stderr  # nothing was started
@@ -95,7 +96,7 @@ def test_pyinfra_answers_from_every_host_and_the_vm_has_its_own_kernel(lab):
             name, rest = line[1:].split("]", 1)
             if rest.strip() and rest.strip()[0].isdigit():
                 kernels[name] = rest.strip()
-    assert set(kernels) == {"lab-c1", "lab-c2", "lab-c3", "lab-vm1"}, out
+    assert set(kernels) == {"lab-c1", "lab-c2", "lab-c3", "lab-gw1", "lab-vm1"}, out
     machine = os.uname().release
     assert all(kernels[f"lab-c{i}"] == machine for i in range(1, 4))
     assert kernels["lab-vm1"] != machine
@@ -249,11 +250,11 @@ def test_password_login_is_refused(lab):
 @pytest.mark.lab_stage("grown")
 def test_crashed_host_is_reported_and_recovered(lab):
     pids = {n: h["proc"]["pid"] for n, h in state()["hosts"].items()}
-    containers = sum(h["kind"] == "container" for h in state()["hosts"].values())
+    containers = len(serving_containers())
     os.kill(pids["lab-c3"], signal.SIGKILL)
     rows = {h["name"]: h["state"] for h in json.loads(llmfleet("lab", "status", "--json").stdout)["hosts"]}
     assert rows["lab-c3"] == "stopped"
-    up = llmfleet("lab", "up", "--hosts", str(containers), "--vm")
+    up = llmfleet("lab", "up", "--hosts", str(containers), "--vm", "--gateways", str(N_GATEWAYS))
     assert "lab-c3: its process is gone" in up.stderr
     after = {n: h["proc"]["pid"] for n, h in state()["hosts"].items()}
     assert after["lab-c3"] != pids["lab-c3"]

@@ -19,7 +19,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from harness import BIN, LAB_ENV, lab_ssh, llmfleet, run, state
+from harness import BIN, GATEWAY, LAB_ENV, lab_ssh, llmfleet, run, serving_containers, state
 
 from llmfleet.lab import poller
 from llmfleet.lab.config import LabPaths
@@ -59,7 +59,7 @@ def targets() -> list[dict]:
 
 
 def containers() -> dict[str, str]:
-    return {n: h["address"] for n, h in sorted(state()["hosts"].items()) if h["kind"] == "container"}
+    return serving_containers()
 
 
 def stopped() -> str:
@@ -94,7 +94,8 @@ def test_prometheus_loads_exactly_what_llmfleet_monitoring_renders(lab, scraped,
 def test_every_lab_target_is_up(scraped):
     hosts = sorted(state()["hosts"])
     assert sorted((t["job"], t["host"]) for t in scraped) == sorted(
-        [("node", h) for h in hosts] + [("vllm", h) for h in containers()] + [("llmfleet_audit", "")])
+        [("node", h) for h in hosts] + [("vllm", h) for h in containers()] + [("gateway", GATEWAY)]
+        + [("llmfleet_audit", "")])
     up = {(r["metric"]["job"], r["metric"].get("host", "")): r["value"][1]
           for r in api("query", query="up")["result"]}
     assert set(up.values()) == {"1"}, up

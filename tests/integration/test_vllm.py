@@ -13,7 +13,7 @@ import time
 import urllib.request
 
 import pytest
-from harness import BIN, ROOT, api_key, lab_ssh, run, state
+from harness import BIN, GATEWAY, ROOT, api_key, lab_ssh, run, serving_containers, state
 
 from llmfleet import vllm
 from llmfleet.lab import poller
@@ -23,7 +23,7 @@ UNIT = vllm.UNIT_PATH
 
 
 def containers() -> dict[str, str]:
-    return {name: h["address"] for name, h in sorted(state()["hosts"].items()) if h["kind"] == "container"}
+    return serving_containers()
 
 
 def complete(address: str, key: str | None, max_tokens: int = 1) -> int | str:
@@ -73,12 +73,15 @@ def test_every_container_host_serves_the_tiny_model(serving, deployed):
         assert leak.stdout.split() == ["600", "root"], (name, leak.stdout)
 
 
-def test_a_flag_change_rolls_in_batches_while_the_others_serve(serving):
+def test_a_flag_change_rolls_in_batches_while_the_others_serve_and_the_gateway_loses_no_request(serving):
     n = len(serving)
     before = main_pids()
     REPORTS.mkdir(exist_ok=True)
-    # one completion per host per second: a client's view that leaves the 2 cores to the servers
-    with poller.Poller(containers(), api_key(), "tiny-llama", interval_s=1.0) as watch:
+    # one completion per host per second, to each host itself: a client's view that leaves the 2 cores
+    # to the servers; and an open-loop client of the fleet gateway (lab-gw1), 2 requests a second
+    gateway_at = state()["hosts"][GATEWAY]["address"]
+    with poller.Poller(containers(), api_key(), "tiny-llama", interval_s=1.0) as watch, \
+            poller.OpenLoop(gateway_at, api_key(), "tiny-llama", rate=2.0) as client:
         t0 = time.monotonic()
         # max_num_seqs: the underscore spelling, read as --max-num-seqs (the unit's arguments below;
         # the next test's deploy, in the dash spelling, finds the same unit and restarts nothing)
@@ -87,12 +90,21 @@ def test_a_flag_change_rolls_in_batches_while_the_others_serve(serving):
         deploy_s = round(time.monotonic() - t0, 1)
         time.sleep(2)
     after = main_pids()
+    out = " ".join((proc.stdout + proc.stderr).split())
     (REPORTS / "vllm_roll_timeline.json").write_text(json.dumps(
-        {"deploy_s": deploy_s, "longest_below_n_s": watch.longest_below(n), "timeline": watch.timeline}))
+        {"deploy_s": deploy_s, "longest_below_n_s": watch.longest_below(n), "timeline": watch.timeline,
+         "gateway": {"sent": len(client.results), "failed": client.failed()}}))
     assert all(before[h] != after[h] for h in serving), (before, after)
-    assert (proc.stdout + proc.stderr).count("vllm: ready in") == n
+    assert out.count("vllm: ready in") == n
     assert watch.fewest() >= n - 1, f"fewer than {n - 1} hosts answered at some moment: {watch.timeline}"
     assert len(watch.timeline) > 20 and watch.longest_below(n) > 0  # the poller did see the restarts
+    # each host left the gateway's rotation before its restart and came back once ready: a client of
+    # the gateway lost no request while each host, asked directly, did not answer for a while
+    for name in serving:
+        assert re.search(rf"\[{name}\] vllm: gateway: drained in [0-9.]+s", out), (name, out[-3000:])
+        assert re.search(rf"\[{name}\] vllm: gateway: back in rotation in [0-9.]+s", out), (name, out[-3000:])
+    assert len(client.results) >= 2 * deploy_s - 2, len(client.results)
+    assert client.failed() == [], f"{len(client.failed())} of {len(client.results)} failed: {client.failed()[:10]}"
     for name in serving:
         args = lab_ssh(name, "tr '\\0' ' ' < /proc/$(systemctl show -p MainPID --value vllm.service)/cmdline").stdout
         assert "--max-num-seqs 16" in args, (name, args)

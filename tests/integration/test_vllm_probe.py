@@ -12,13 +12,13 @@ import time
 import urllib.request
 
 import pytest
-from harness import BIN, LAB_ENV, ROOT, run, state
+from harness import BIN, LAB_ENV, ROOT, run, serving_containers, state
 
 OUT = ROOT / "reports" / "test-probe"
 
 
 def containers() -> dict[str, str]:
-    return {name: h["address"] for name, h in sorted(state()["hosts"].items()) if h["kind"] == "container"}
+    return serving_containers()
 
 
 @pytest.fixture(scope="module")

@@ -49,6 +49,10 @@ def test_the_gateway_balances_over_every_serving_host_and_asks_each_ones_agent()
                  "stats socket /run/haproxy/admin.sock mode 660 level admin", "retries 3", "option redispatch 1"):
         assert line in lines, line
     assert "gw-1" not in cfg and "build-1" not in cfg
+    # no frontend named as the backend: the runtime API's `show stat fleet` would read the frontend's
+    # (empty) server list, and verify would see no server at all (seen on the lab's gateway)
+    frontends = {ln.split()[1] for ln in lines if ln.startswith("frontend ")}
+    assert gateway.BACKEND not in frontends and f"backend {gateway.BACKEND}" in lines
 
 
 def test_the_distributions_haproxy_accepts_the_configuration(tmp_path):

@@ -96,6 +96,17 @@ def test_a_host_without_gpus_has_no_dcgm_target_and_no_gpu_rules(tmp_path):
                                                           "labels": {"host": "web-1", "group": "cpu"}}]
 
 
+def test_a_gateway_host_is_scraped_on_its_metrics_port_as_job_gateway():
+    gw = settings("gw-1", gpu_profile=None, vllm_enabled=False)
+    files = monitoring.render("inv.py", {"gw-1": (gw, "10.0.0.2", "gateways", ("gateways",)),
+                                         "gpu-1": (settings(), "10.0.0.1", "v100", ("v100",))})
+    assert yaml.safe_load(files["gateway-targets.yml"]) == [{"targets": ["10.0.0.2:8405"],
+                                                             "labels": {"host": "gw-1", "group": "gateways"}}]
+    assert "gateway" in [j["job_name"] for j in yaml.safe_load(files["prometheus.yml"])["scrape_configs"]]
+    # a serving host is not a gateway
+    assert "gateway-targets.yml" not in monitoring.render("inv.py", {"gpu-1": (settings(), "10.0.0.1", "v100")})
+
+
 def test_hosts_with_other_thresholds_get_rule_groups_of_their_own():
     hot = settings("gpu-2", gpu_alerts={"temperature_c": 80, "memory_temperature_c": 95, "ecc_dbe_errors": 0})
     files = monitoring.render("inv.py", {"gpu-1": (settings(), "10.0.0.1", "a"), "gpu-2": (hot, "10.0.0.2", "a"),

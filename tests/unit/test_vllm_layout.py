@@ -41,7 +41,8 @@ def test_no_layout_is_the_single_unit_of_before():
     settings = validate("gpu-3", data(vllm_flags={"tensor-parallel-size": 8, "dtype": "half"},
                                       vllm_model=MODEL | {"num_attention_heads": 32}))
     assert vllm_layout.instances(settings) is None
-    assert vllm_layout.service_ports(settings) == {"vllm_port": 8000, "host_service_ports.node_exporter": 9100,
+    assert vllm_layout.service_ports(settings) == {"vllm_port": 8000, "gateway_agent_port": 8406,
+                                              "host_service_ports.node_exporter": 9100,
                                               "host_service_ports.prometheus": 9090,
                                               "host_service_ports.dcgm_exporter": 9400}
 
