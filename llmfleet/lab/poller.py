@@ -76,14 +76,14 @@ class Poller:
 
 
 class OpenLoop:
-    """An open-loop client: a 1-token completion to one endpoint every 1/rate s, each on its own
+    """An open-loop client: a completion of max_tokens to one endpoint every 1/rate s, each on its own
     thread, whatever the answers before it (a client that waited for answers would send less while
     the server is slow, and hide failures); every request's send time and result."""
 
     def __init__(self, address: str, key: str | None, model: str, rate: float = 2.0, port: int = 8000,
-                 timeout: float = 60):
+                 timeout: float = 60, max_tokens: int = 1):
         self.address, self.key, self.model = address, key, model
-        self.rate, self.port, self.timeout = rate, port, timeout
+        self.rate, self.port, self.timeout, self.max_tokens = rate, port, timeout, max_tokens
         self.results: list[tuple[float, int | str]] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -91,7 +91,8 @@ class OpenLoop:
         self._ticker = threading.Thread(target=self._run, daemon=True)
 
     def _one(self, sent: float) -> None:
-        result = complete(self.address, self.key, self.model, port=self.port, timeout=self.timeout)
+        result = complete(self.address, self.key, self.model, port=self.port, max_tokens=self.max_tokens,
+                          timeout=self.timeout)
         with self._lock:
             self.results.append((sent, result))
 
@@ -116,5 +117,5 @@ class OpenLoop:
             t.join()
 
     def failed(self) -> list[tuple[float, int | str]]:
-        """The requests that did not get their 1 token: (send time, what came back)."""
-        return sorted((t, r) for t, r in self.results if r != 1)
+        """The requests that did not get their max_tokens tokens: (send time, what came back)."""
+        return sorted((t, r) for t, r in self.results if r != self.max_tokens)
