@@ -7,9 +7,10 @@ environment (vllm_env, an instance's GPUs), set before vLLM is imported; optiona
 {"dir": a folder, "script": this script's sha256} where answers that passed are kept and reused.
 An answer is reused only for the same inputs: this script, the interpreter, the name and version of
 every package it can import, the arguments, the environment, the model folder's JSON files and
-SHA256SUMS, and the NVIDIA GPUs the kernel lists. Importing vLLM and PyTorch to check flags that
-passed before costs about 10 s of CPU a run (a deploy, a dry run, an audit); reading the package
-versions, a fraction of a second. A refusal is never kept: it is checked again each time.
+SHA256SUMS, the NVIDIA GPUs the kernel lists (each one's model) and the driver's version.
+Importing vLLM and PyTorch to check flags that passed before costs about 10 s of CPU a run (a
+deploy, a dry run, an audit); reading the package versions, a fraction of a second. A refusal is
+never kept: it is checked again each time.
 
 Prints one JSON object: {"version", "ok", "unknown": [flags], "options": [every option it knows], "error": the parser's
 complaint or None, "config": what was built ("engine": the whole engine configuration; "scheduler":
@@ -32,6 +33,8 @@ import json
 import os
 import sys
 import time
+
+from _helpers import nvidia_module  # llmfleet/remote/_helpers.py, sent along by python_script
 
 START = time.monotonic()
 # file descriptor 1 becomes stderr for everything vLLM, PyTorch or their C code print; the
@@ -137,7 +140,13 @@ def cache_key(args, env, script):
                            [os.path.join(model, "SHA256SUMS")]) if model else []:
             with contextlib.suppress(OSError), open(path, "rb") as f:
                 files[os.path.basename(path)] = hashlib.sha256(f.read()).hexdigest()
-        gpus = sorted(os.listdir("/proc/driver/nvidia/gpus")) if os.path.isdir("/proc/driver/nvidia/gpus") else []
+        # the NVIDIA GPUs the kernel lists, each with its model (a board swapped in the same slot is
+        # another input), and the driver's version
+        gpus = []
+        for path in sorted(glob.glob("/proc/driver/nvidia/gpus/*/information")):
+            with contextlib.suppress(OSError), open(path) as f:
+                gpus.append([os.path.basename(os.path.dirname(path)), f.read()])
+        gpus.append(["driver", nvidia_module()])
     except (OSError, ValueError, TypeError):
         return None
     inputs = {"script": script, "python": os.path.realpath(sys.executable), "version": list(sys.version_info),
