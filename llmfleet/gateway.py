@@ -25,20 +25,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from llmfleet import templates
+from llmfleet import frontdoor, templates
 from llmfleet.remote import python_script
 
 if TYPE_CHECKING:
     from llmfleet.schema import Settings
 
-CONFIG_PATH = "/etc/haproxy/haproxy.cfg"  # the Debian package's own, read by haproxy.service
-SERVICE = "haproxy.service"  # the distribution's HAProxy unit
-PACKAGE = "haproxy"
-ADMIN_SOCKET = "/run/haproxy/admin.sock"  # Debian's default runtime API socket
+# the distribution's HAProxy, as on a front door's host: its configuration file, unit, package,
+# runtime API socket, and the health checks' rise and fall (llmfleet/frontdoor.py cites them)
+CONFIG_PATH, SERVICE, PACKAGE, ADMIN_SOCKET = (frontdoor.CONFIG_PATH, frontdoor.SERVICE, frontdoor.PACKAGE,
+                                               frontdoor.ADMIN_SOCKET)
+RISE, FALL = frontdoor.RISE, frontdoor.FALL
 BACKEND = "fleet"
-# HAProxy's health checks: UP after `rise` passing checks, DOWN after `fall` failing ones (the
-# defaults: HAProxy 2.6 configuration manual, 5.2: rise 2, fall 3)
-RISE, FALL = 2, 3
 # the agent on every serving host: a socket unit, a service instance per connection
 AGENT_UNIT = "llmfleet-gateway-agent"
 AGENT_SOCKET = f"{AGENT_UNIT}.socket"

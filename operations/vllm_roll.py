@@ -94,19 +94,30 @@ def _ready(host, settings: Settings, instance: VllmInstance | None = None) -> di
     port = instance.port if instance is not None else settings.vllm_port
     _, restarts = run(host, f"systemctl show -p NRestarts --value {unit}")
     key = vllm.API_KEY_FILE if settings.vllm_api_key_file else "-"
-    ok, out = run(host, python_script("vllm_ready", str(port), settings.vllm_served_model_name,
-                                       str(settings.vllm_ready_timeout_s), restarts.strip() or "0", key, unit))
+    return _answer(host, python_script("vllm_ready", str(port), settings.vllm_served_model_name,
+                                       str(settings.vllm_ready_timeout_s), restarts.strip() or "0", key, unit),
+                   "readiness check")
+
+
+def _answer(host, command: str, what: str) -> dict:
+    """A host script's one JSON line ({"ok", "seconds", "why", ...}), or a failed answer naming `what`
+    did not run, with the end of its output."""
+    _, out = run(host, command)
     try:
         return json.loads(out.splitlines()[-1])
     except (ValueError, IndexError):
-        return {"ok": False, "seconds": 0, "why": f"readiness check did not run: {out[-300:]}"}
+        return {"ok": False, "seconds": 0, "why": f"{what} did not run: {out[-300:]}"}
+
+
+def _has_gateways(state, settings: Settings) -> bool:
+    """Gateway hosts in the inventory (those a --limit leaves out too)."""
+    return gateway.has_gateways([list(h.groups) for h in state.inventory], settings.gateway_group)
 
 
 def fronted(state, settings: Settings) -> bool:
     """Whether something fronts the hosts that a roll must take a host out of first: gateway hosts
-    in the inventory (those a --limit leaves out too), or gateway_drain_hook."""
-    return bool(settings.gateway_drain_hook) or gateway.has_gateways([list(h.groups) for h in state.inventory],
-                                                                      settings.gateway_group)
+    in the inventory, or gateway_drain_hook."""
+    return bool(settings.gateway_drain_hook) or _has_gateways(state, settings)
 
 
 def _rotation(state, host, settings: Settings, word: str) -> dict:
@@ -125,12 +136,8 @@ def _rotation(state, host, settings: Settings, word: str) -> dict:
             return {"ok": False, "note": "", "why": f"gateway_drain_hook {' '.join(argv)} exited {proc.returncode}: "
                                                    f"{(proc.stdout + proc.stderr).strip()[-300:]}"}
         notes.append(f"gateway_drain_hook: {word}")
-    if gateway.has_gateways([list(h.groups) for h in state.inventory], settings.gateway_group):
-        ok, out = run(host, gateway.agent_command(settings, word))
-        try:
-            answer = json.loads(out.splitlines()[-1])
-        except (ValueError, IndexError):
-            answer = {"ok": False, "why": f"the gateway agent's command did not run: {out[-300:]}"}
+    if _has_gateways(state, settings):
+        answer = _answer(host, gateway.agent_command(settings, word), "the gateway agent's command")
         if not answer["ok"]:
             return {"ok": False, "why": f"gateway: {answer['why']}", "note": ""}
         notes.append(f"gateway: {'drained' if word == gateway.DRAIN else 'back in rotation'} in {answer['seconds']}s"
@@ -138,15 +145,19 @@ def _rotation(state, host, settings: Settings, word: str) -> dict:
     return {"ok": True, "why": "", "note": "; ".join(notes)}
 
 
+def _stop_here(host, why: str) -> bool:
+    """The roll stops at this host (its operation fails), the log saying why."""
+    _roll().stop(host.name)
+    host.log_styled(f"vllm: {why}; stopping the roll", fg="red", log_func=logger.error)
+    return False
+
+
 def _out_of_rotation(state, host, settings: Settings) -> bool:
     """Before the restart: out of the rotation of what fronts the host; where that fails, the host
     is not restarted and the roll stops."""
     out = _rotation(state, host, settings, gateway.DRAIN)
     if not out["ok"]:
-        _roll().stop(host.name)
-        host.log_styled(f"vllm: not restarted: could not take the host out of rotation: {out['why']}; stopping the "
-                        "roll", fg="red", log_func=logger.error)
-        return False
+        return _stop_here(host, f"not restarted: could not take the host out of rotation: {out['why']}")
     host.log_styled(f"vllm: {out['note']}", fg="blue", log_func=logger.info)
     return True
 
@@ -159,10 +170,7 @@ def _wait_ready(state, host, settings: Settings, outcome: dict, rotation: bool) 
         if rotation:
             back = _rotation(state, host, settings, "ready")
             if not back["ok"]:
-                _roll().stop(host.name)
-                host.log_styled(f"vllm: ready in {outcome['seconds']}s, but not back in rotation: {back['why']}; "
-                                "stopping the roll", fg="red", log_func=logger.error)
-                return False
+                return _stop_here(host, f"ready in {outcome['seconds']}s, but not back in rotation: {back['why']}")
             host.log_styled(f"vllm: {back['note']}", fg="blue", log_func=logger.info)
         _ROLL["finished"].add(host.name)
         _roll().leave(host.name)
@@ -232,11 +240,7 @@ def layout_switch_args(settings: Settings, causes: dict[str, dict]) -> list[str]
 
 def _admin(host, command: str, name: str, timeout_s: int) -> dict:
     """frontdoor_admin.py on the host: the instance out of (drain) or into (ready) rotation."""
-    ok, out = run(host, frontdoor.admin_command(command, name, str(timeout_s)))
-    try:
-        return json.loads(out.splitlines()[-1])
-    except (ValueError, IndexError):
-        return {"ok": False, "seconds": 0, "why": f"front door command did not run: {out[-300:]}"}
+    return _answer(host, frontdoor.admin_command(command, name, str(timeout_s)), "front door command")
 
 
 def _restart_instance(host, settings: Settings, inst: VllmInstance, drain: bool) -> dict:
