@@ -484,6 +484,13 @@ METRICS: dict[str, tuple[tuple[str, str, str | None], ...]] = {
     # (prometheus-fastapi-instrumentator's histogram, by handler; on vLLM 0.32.0's /metrics): what the
     # engine's E2E leaves out (parsing, rendering the prompt, streaming the answer)
     "http_duration": (("http_request_duration_seconds", "0.4.0", None),),
+    # a canary's gates (llmfleet/rollout.py). Inter-token latency: V1's vllm/v1/metrics/loggers.py in
+    # 0.11 ("Deprecated in 0.11 - Renamed as vllm:inter_token_latency_seconds"), the old name removed
+    # by vLLM PR #32661. Generated tokens per request: a histogram on the lab's vLLM 0.32.0; its first
+    # version (V0's vllm/engine/metrics.py) is unverified here.
+    "itl": (("vllm:time_per_output_token_seconds", "0.4.0", "0.11.0"),
+            ("vllm:inter_token_latency_seconds", "0.11.0", None)),
+    "request_generation_tokens": (("vllm:request_generation_tokens", "0.4.0", None),),
 }
 
 

@@ -435,6 +435,22 @@ class VllmAlerts(BaseModel):
     e2e_latency_p95_s: Annotated[float, Field(gt=0)]
 
 
+class RolloutGates(BaseModel):
+    """The canary's gates: each compares the cohort with the baseline over the same window (the
+    gate's name says how: a ratio of the cohort's value to the baseline's, or the cohort's value
+    less the baseline's). llmfleet/rollout.py GATES says what each reads from Prometheus."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    # a gate group data leaves out keeps its default
+    ttft_p95_ratio: Annotated[float, Field(ge=1)] = 1.5  # the cohort's P95 TTFT at most 1.5 x the baseline's
+    itl_p95_ratio: Annotated[float, Field(ge=1)] = 1.5  # P95 inter-token latency
+    e2e_p95_ratio: Annotated[float, Field(ge=1)] = 1.5  # P95 end-to-end request latency
+    error_ratio_increase: Annotated[float, Field(ge=0, le=1)] = 0.01  # 5xx share at the gateway, +1 point at most
+    generated_tokens_shift: Annotated[float, Field(ge=0)] = 0.25  # mean generated tokens within 25% of the baseline's
+    preemptions_per_request_increase: Annotated[float, Field(ge=0)] = 0.1  # preemptions per finished request
+    kv_cache_peak_increase: Annotated[float, Field(ge=0, le=1)] = 0.2  # peak KV cache usage (0-1)
+
+
 # Monitoring: exporters, log forwarding, alert thresholds
 DebVersion = Annotated[str, _VERSION, _pattern(r"([0-9]+:)?[0-9][A-Za-z0-9.+~-]*", "a Debian version like 4.8.3.002-1")]
 Listen = Annotated[str, _pattern(r"[0-9a-fA-F.:]+", "an IP address to listen on (0.0.0.0: all)")]
@@ -946,9 +962,10 @@ class FrontdoorSettings(_Section):
 class GatewaySettings(_Section):
     """gateway: the fleet gateway, HAProxy (the distribution's package) on the inventory's gateway
     hosts (the group gateway_group), in front of every serving host's endpoint (vllm_port: its front
-    door, or vllm.service where it has none), balancing by least connections over the hosts its
-    health checks (GET /health) have up. Each serving host runs a small agent (a systemd socket on
-    gateway_agent_port) that tells the gateways whether to send it requests: a roll drains a host
+    door, or vllm.service where it has none), balancing round-robin by weight over the hosts its
+    health checks (GET /health) have up (weights: a canary cohort's share, rollout_steps). Each
+    serving host runs a small agent (a systemd socket on gateway_agent_port) that tells the
+    gateways whether to send it requests: a roll drains a host
     there before restarting it and puts it back once it is ready, so a host without a layout is
     restarted without a refused request (llmfleet/gateway.py, operations/gateway.py,
     templates/gateway/, verify/test_gateway.py). Facts behind each value: HAProxy 2.6's
@@ -979,6 +996,58 @@ class GatewaySettings(_Section):
     machine before restarting a host, with "{host}" replaced by the host's name and "{state}" by
     "drain", and once the host is ready again with "ready"; a non-zero exit stops the roll at that host
     (for example ["/usr/local/bin/lb", "set", "{host}", "{state}"]). None: only llmfleet's own gateway."""
+
+
+class RolloutSettings(_Section):
+    """rollout: how a change to what hosts serve (model, vLLM flags or packages, environment, key)
+    spreads through a fleet (llmfleet/rollout.py, operations/vllm_roll.py). "rolling" restarts the
+    serving hosts vllm_max_unavailable at a time, each ready (health and a 1-token completion)
+    before the next. "canary" rolls the cohort (rollout_canary_hosts) first, then moves a share of
+    the fleet gateway's traffic to it step by step (rollout_steps, by the gateway agents' weights:
+    no reload) and compares it with the hosts still on the old version over the same window, from
+    Prometheus (rollout_gates); a failed gate switches the cohort back to what it served and stops
+    the deploy, a pass promotes the change to the other hosts at vllm_max_unavailable. Every
+    setting here paces a deploy: none is a host's state."""
+
+    rollout_strategy: Annotated[Literal["rolling", "canary"], PACES_A_DEPLOY] = "rolling"
+    """"rolling" (batches of vllm_max_unavailable, gated on health) or "canary" (the cohort first,
+    gated on its traffic against the baseline's). A canary needs gateway hosts in the inventory
+    (gateway_group) and rollout_prometheus_url; it applies to hosts without a serving layout."""
+    rollout_canary_hosts: Annotated[list[HostName], PACES_A_DEPLOY] = []
+    """The canary cohort, by inventory name (hosts that serve, without a layout). Empty: the
+    inventory's first serving host, by name. At least one serving host must stay outside it (the
+    baseline)."""
+    rollout_steps: Annotated[list[Annotated[float, Field(gt=0, lt=100)]], Field(min_length=1),
+                             PACES_A_DEPLOY] = [10.0, 25.0]
+    """The cohort's share of the gateway's requests at each step, in percent, rising; each step is
+    analysed on its own window. The cohort's weight is at most HAProxy's 256 against the others'
+    100, which bounds the share a small cohort can take (the error says how many hosts it needs)."""
+    rollout_warmup_s: Annotated[int, Field(ge=0, strict=True), PACES_A_DEPLOY] = 60
+    """After the cohort is ready and takes its first share: seconds left out of every window (its
+    caches, compilation and first batches warm up)."""
+    rollout_step_s: Annotated[PositiveInt, PACES_A_DEPLOY] = 300
+    """The analysis window of each step (seconds): both sides are compared over the same one."""
+    rollout_min_requests: Annotated[PositiveInt, PACES_A_DEPLOY] = 50
+    """Requests each side must have finished in a window for a verdict. Where the fleet's own traffic
+    would give the cohort fewer, the group's probe mix (probe_mix) is sent through a gateway as
+    synthetic load at rollout_synthetic_rps during the window; fewer still fails the step."""
+    rollout_synthetic_rps: Annotated[float, Field(gt=0), PACES_A_DEPLOY] = 2.0
+    """The synthetic load's rate (requests per second, open loop, through the gateway: the cohort gets
+    its step's share). At the first step it must give the cohort rollout_min_requests in a window."""
+    rollout_gates: Annotated[RolloutGates, PACES_A_DEPLOY] = RolloutGates()
+    """The gates of every step, by name (a gate left out keeps its default): ttft_p95_ratio,
+    itl_p95_ratio, e2e_p95_ratio (the cohort's P95 at most this times the baseline's; 1.5),
+    error_ratio_increase (its share of 5xx answers at the gateway at most this above the baseline's;
+    0.01), generated_tokens_shift (its mean generated tokens per request within this share of the
+    baseline's; 0.25), preemptions_per_request_increase (0.1) and kv_cache_peak_increase (peak KV
+    cache usage, 0-1; 0.2). llmfleet/rollout.py GATES says what each reads. Latency percentiles
+    come from vLLM's histograms, so their resolution is the histogram's buckets."""
+    rollout_prometheus_url: Annotated[Url | None, PACES_A_DEPLOY] = None
+    """The Prometheus that scrapes the fleet as `llmfleet monitoring` renders it (jobs vllm and
+    gateway, label host), asked from the control machine. Needed by "canary"."""
+    rollout_evidence_dir: Annotated[str, Field(min_length=1), PACES_A_DEPLOY] = "rollouts"
+    """Where a canary's evidence goes on the control machine (relative: to the project's root): one JSON
+    and one PNG per rollout, named by its start time and cohort."""
 
 
 class NodeExporterSettings(_Section):
@@ -1309,7 +1378,8 @@ SECTIONS: tuple[type[_Section], ...] = (
     MirrorsSettings, BasePackagesSettings, KernelCmdlineSettings, RebootSettings, ThpSettings, LimitsSettings,
     SysctlsSettings, ChronySettings, ModuleBlacklistSettings, GpuProfilesSettings, GpuInterconnectSettings,
     GpuBurninSettings, GpuHealthSettings, NvidiaDriverSettings, CudaToolkitSettings, GpuClocksSettings,
-    VllmSettings, FrontdoorSettings, GatewaySettings, NodeExporterSettings, DcgmExporterSettings, LogForwardingSettings,
+    VllmSettings, FrontdoorSettings, GatewaySettings, RolloutSettings, NodeExporterSettings, DcgmExporterSettings,
+    LogForwardingSettings,
     MonitoringSettings,
     AuditSettings, SelfAuditSettings, ProbeSettings, ModelStorageSettings, OnboardingSettings)
 
@@ -1323,6 +1393,7 @@ class Settings(OnboardingSettings,
                LogForwardingSettings,
                DcgmExporterSettings,
                NodeExporterSettings,
+               RolloutSettings,
                GatewaySettings,
                FrontdoorSettings,
                VllmSettings,

@@ -1,0 +1,345 @@
+"""A canary rollout's logic, without I/O of its own but the Prometheus query it is handed and the
+evidence it writes: the cohort, the gateway weights that give it each step's share, the PromQL of
+each side, the gates' verdicts, and the evidence (JSON and a PNG).
+
+operations/vllm_roll.py runs it (rollout_strategy = "canary"): the cohort's hosts roll first
+(drained at the gateway, switched, ready, as in a rolling deploy), every other host waits for the
+verdict. For each of rollout_steps the cohort's gateway agents answer the weight that gives the
+cohort that share of the gateway's requests (the others stay at 100), and after the warm-up both
+sides are compared over the same window from Prometheus. A step that fails a gate ends the rollout:
+the cohort is switched back to what it served and the deploy fails naming the gate, both values and
+the evidence file. After the last step the cohort is back at full weight and the other hosts roll
+at vllm_max_unavailable.
+
+Facts behind the values: HAProxy 2.6 (docs.haproxy.org/2.6/configuration.html, 4.2 "balance
+roundrobin": weights honoured and changed at runtime; 5.2 "weight": 0 to 256; "agent-check": an
+answer "N%" sets the weight to N% of the configured one, src/server.c
+server_parse_weight_change_request caps it at 256). vLLM's metric names: llmfleet/compat.py METRICS.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable
+
+from llmfleet import compat
+
+if TYPE_CHECKING:
+    from llmfleet.schema import Settings
+
+CONFIGURED_WEIGHT = 100  # every server of the gateway's backend (templates/gateway/haproxy.cfg.j2): N% is weight N
+MAX_WEIGHT = 256  # HAProxy's highest server weight (CFG 5.2 "weight"; a relative agent answer is capped there)
+CANARY, ROLLING = "canary", "rolling"
+
+
+@dataclass(frozen=True)
+class Gate:
+    """One gate: the measure it compares, how (`ratio`: cohort / baseline at most the threshold;
+    `increase`: cohort - baseline at most it; `shift`: |cohort / baseline - 1| at most it), and what
+    it says in a verdict."""
+
+    measure: str
+    how: str
+    label: str
+
+
+# rollout_gates' names (schema.RolloutGates), in the order a verdict lists them
+GATES: dict[str, Gate] = {
+    "ttft_p95_ratio": Gate("ttft_p95_s", "ratio", "P95 time to first token (s)"),
+    "itl_p95_ratio": Gate("itl_p95_s", "ratio", "P95 inter-token latency (s)"),
+    "e2e_p95_ratio": Gate("e2e_p95_s", "ratio", "P95 end-to-end latency (s)"),
+    "error_ratio_increase": Gate("error_ratio", "increase", "share of 5xx answers at the gateway"),
+    "generated_tokens_shift": Gate("generated_tokens_mean", "shift", "mean generated tokens per request"),
+    "preemptions_per_request_increase": Gate("preemptions_per_request", "increase", "preemptions per request"),
+    "kv_cache_peak_increase": Gate("kv_cache_peak", "increase", "peak KV cache usage (0-1)"),
+}
+
+# each measure: PromQL over one side's vLLM series ({sel}: job="vllm" and its hosts) or the gateway's
+# ({gsel}: job="gateway", its backend and the side's servers), over the window [{w}s]. A metric
+# renamed between vLLM versions is read under every name (the sides may run different versions).
+_HIST_Q = 'histogram_quantile(0.95, sum by (le) (increase({{__name__=~"{names}",{sel}}}[{w}s])))'
+MEASURES: dict[str, str] = {
+    "requests": 'sum(increase({{__name__=~"{e2e_count}",{sel}}}[{w}s]))',
+    "ttft_p95_s": _HIST_Q.replace("{names}", "{ttft_bucket}"),
+    "itl_p95_s": _HIST_Q.replace("{names}", "{itl_bucket}"),
+    "e2e_p95_s": _HIST_Q.replace("{names}", "{e2e_bucket}"),
+    "error_ratio": 'sum(increase(haproxy_server_http_responses_total{{{gsel},code="5xx"}}[{w}s])) / '
+                   'sum(increase(haproxy_server_http_responses_total{{{gsel}}}[{w}s]))',
+    "generated_tokens_mean": 'sum(increase({{__name__=~"{gen_sum}",{sel}}}[{w}s])) / '
+                             'sum(increase({{__name__=~"{gen_count}",{sel}}}[{w}s]))',
+    "preemptions_per_request": 'sum(increase({{__name__=~"{preemptions}",{sel}}}[{w}s])) / '
+                               'sum(increase({{__name__=~"{e2e_count}",{sel}}}[{w}s]))',
+    "kv_cache_peak": 'max(max_over_time({{__name__=~"{kv_cache}",{sel}}}[{w}s]))',
+}
+
+
+def _names(purpose: str, suffix: str = "") -> str:
+    """Every name vLLM has given the metric of `purpose` (compat.METRICS), as a PromQL regex."""
+    return "|".join(re.escape(name + suffix) for name, _, _ in compat.METRICS[purpose]).replace("\\", "\\\\")
+
+
+def _hosts_regex(hosts: list[str]) -> str:
+    return "|".join(re.escape(h) for h in sorted(hosts)).replace("\\", "\\\\")
+
+
+def queries(hosts: list[str], window_s: int, backend: str) -> dict[str, str]:
+    """The PromQL of each measure for one side (its hosts), over the `window_s` seconds before the
+    query's time."""
+    regex = _hosts_regex(hosts)
+    names = {"ttft_bucket": _names("ttft", "_bucket"), "itl_bucket": _names("itl", "_bucket"),
+             "e2e_bucket": _names("e2e_latency", "_bucket"), "e2e_count": _names("e2e_latency", "_count"),
+             "gen_sum": _names("request_generation_tokens", "_sum"),
+             "gen_count": _names("request_generation_tokens", "_count"),
+             "preemptions": _names("preemptions"), "kv_cache": _names("kv_cache")}
+    sel = f'job="vllm",host=~"{regex}"'
+    gsel = f'job="gateway",proxy="{backend}",server=~"{regex}"'
+    return {m: q.format(sel=sel, gsel=gsel, w=window_s, **names) for m, q in MEASURES.items()}
+
+
+def fleet_rate_query(hosts: list[str], window_s: int) -> str:
+    """Requests the hosts finished per second over the `window_s` seconds before the query's time."""
+    return (f'sum(rate({{__name__=~"{_names("e2e_latency", "_count")}",job="vllm",host=~"{_hosts_regex(hosts)}"}}'
+            f'[{window_s}s]))')
+
+
+def measure(query: Callable[[str, float], float | None], hosts: list[str], end: float, window_s: int,
+            backend: str) -> dict[str, float | None]:
+    """One side's measures over [end - window_s, end]: `query(promql, at)` answers a number or None
+    (no series, or NaN: nothing happened)."""
+    return {m: query(q, end) for m, q in queries(hosts, window_s, backend).items()}
+
+
+# ---- the cohort and its weight -------------------------------------------------------------------
+
+def cohort(settings: Settings, serving: list[str]) -> list[str]:
+    """The canary cohort: rollout_canary_hosts, else the first serving host by name."""
+    return sorted(settings.rollout_canary_hosts) if settings.rollout_canary_hosts else sorted(serving)[:1]
+
+
+def weight_for(share_pct: float, n_cohort: int, n_baseline: int) -> int:
+    """The weight (percent of the configured one) each cohort host's agent answers so that the
+    cohort gets `share_pct` of the requests, the baseline's hosts staying at 100: round-robin sends
+    each server its weight's share of the backend's total."""
+    w = share_pct / (100 - share_pct) * n_baseline / n_cohort * CONFIGURED_WEIGHT
+    return max(1, min(MAX_WEIGHT, round(w)))
+
+
+def share_of(weight: int, n_cohort: int, n_baseline: int) -> float:
+    """The cohort's share of the requests (percent) at `weight`, the baseline at 100."""
+    return 100 * n_cohort * weight / (n_cohort * weight + n_baseline * CONFIGURED_WEIGHT)
+
+
+def max_share(n_cohort: int, n_baseline: int) -> float:
+    return share_of(MAX_WEIGHT, n_cohort, n_baseline)
+
+
+def problems(settings: Settings, serving: list[str], layouts: list[str], has_gateways: bool) -> list[str]:
+    """What makes a canary impossible for this inventory (`serving`: every host that serves; `layouts`:
+    those of them with a serving layout), each with its fix; [] for "rolling"."""
+    if settings.rollout_strategy != CANARY:
+        return []
+    fix_rolling = "or rollout_strategy = 'rolling'"
+    out = []
+    if not has_gateways:
+        out.append(f"rollout_strategy = 'canary': the inventory has no gateway hosts (group "
+                   f"{settings.gateway_group!r}), where the cohort's traffic share is set (fix: add gateway hosts, "
+                   f"{fix_rolling})")
+    if settings.rollout_prometheus_url is None:
+        out.append("rollout_strategy = 'canary' and rollout_prometheus_url = None: the gates read the fleet's "
+                   "Prometheus (fix: its URL, scraping what `llmfleet monitoring` renders, " + fix_rolling + ")")
+    unknown = [h for h in settings.rollout_canary_hosts if h not in serving]
+    if unknown:
+        out.append(f"rollout_canary_hosts = {list(settings.rollout_canary_hosts)!r}: {', '.join(unknown)} "
+                   f"{'is' if len(unknown) == 1 else 'are'} not a serving host of the inventory (fix: name hosts of "
+                   f"{sorted(serving)!r})")
+        return out
+    members = cohort(settings, serving)
+    in_layout = [h for h in members if h in layouts]
+    if in_layout:
+        out.append(f"rollout_canary_hosts: {', '.join(in_layout)} serve(s) a layout (vllm_layout): a canary cohort "
+                   "is hosts without one (fix: other hosts, " + fix_rolling + ")")
+    baseline = [h for h in serving if h not in members]
+    if not baseline:
+        out.append(f"rollout_canary_hosts = {members!r}: every serving host is in the cohort, and nothing is left "
+                   "to compare it with (fix: leave at least one serving host out of it)")
+        return out
+    steps = list(settings.rollout_steps)
+    if steps != sorted(set(steps)):
+        out.append(f"rollout_steps = {steps!r}: the shares must rise, each once (fix: for example [10, 25])")
+    top = max_share(len(members), len(baseline))
+    high = [s for s in steps if s > top]
+    if high:
+        need = next((n for n in range(len(members), len(serving)) if max_share(n, len(serving) - n) >= max(steps)),
+                    None)
+        out.append(f"rollout_steps = {steps!r}: a cohort of {len(members)} host(s) beside {len(baseline)} can take at "
+                   f"most {top:.1f}% of the requests (HAProxy's highest weight, {MAX_WEIGHT}, against 100) "
+                   f"(fix: steps up to {math.floor(top * 10) / 10:g}"
+                   + (f", or a cohort of {need} hosts" if need else "") + ")")
+    first = share_of(weight_for(steps[0], len(members), len(baseline)), len(members), len(baseline))
+    synthetic = settings.rollout_synthetic_rps * first / 100 * settings.rollout_step_s
+    if synthetic < settings.rollout_min_requests:
+        out.append(f"rollout_synthetic_rps = {settings.rollout_synthetic_rps:g}: at the first step ({steps[0]:g}%) "
+                   f"it gives the cohort about {synthetic:.0f} requests in a window of rollout_step_s = "
+                   f"{settings.rollout_step_s}, fewer than rollout_min_requests = {settings.rollout_min_requests} "
+                   f"(fix: rollout_synthetic_rps = "
+                   f"{math.ceil(settings.rollout_min_requests / (first / 100 * settings.rollout_step_s) * 10) / 10:g}"
+                   f" or more, a longer rollout_step_s, or a larger first step)")
+    return out
+
+
+# ---- the verdict -----------------------------------------------------------------------------------
+
+@dataclass
+class GateVerdict:
+    gate: str
+    label: str
+    threshold: float
+    cohort: float | None
+    baseline: float | None
+    value: float | None  # the compared figure (ratio, difference or shift)
+    passed: bool
+    why: str = ""
+
+    def line(self) -> str:
+        def fmt(v: float | None) -> str:
+            return "none" if v is None else f"{v:.4g}"
+        word = "pass" if self.passed else "FAIL"
+        if self.gate == "requests":
+            return (f"{word} requests: {self.label}: cohort {fmt(self.cohort)}, baseline {fmt(self.baseline)} "
+                    f"(at least {self.threshold:g} each)" + (f": {self.why}" if self.why else ""))
+        return (f"{word} {self.gate}: {self.label}: cohort {fmt(self.cohort)}, baseline {fmt(self.baseline)}"
+                f" ({_how(self.gate)} {fmt(self.value)}, at most {self.threshold:g})"
+                + (f": {self.why}" if self.why else ""))
+
+
+def _how(gate: str) -> str:
+    return {"ratio": "ratio", "increase": "difference", "shift": "shift"}[GATES[gate].how]
+
+
+def judge(gates: dict[str, float], cohort_side: dict[str, float | None], baseline_side: dict[str, float | None],
+          min_requests: int) -> list[GateVerdict]:
+    """Every gate's verdict, the requests each side finished first (fewer than `min_requests` on
+    either side fails the step: no verdict on too little). A measure a side has no observation of
+    in the window is not compared (inter-token latency where every request asked one token): the
+    requests gate is what stops a cohort whose requests never reached its histograms."""
+    out = []
+    c_n, b_n = cohort_side.get("requests") or 0, baseline_side.get("requests") or 0
+    enough = c_n >= min_requests and b_n >= min_requests
+    out.append(GateVerdict("requests", "requests finished in the window", min_requests, c_n, b_n, min(c_n, b_n),
+                           enough, "" if enough else "too few for a verdict (rollout_min_requests)"))
+    for name, gate in GATES.items():
+        threshold = gates[name]
+        c, b = cohort_side.get(gate.measure), baseline_side.get(gate.measure)
+        value, passed, why = _compare(gate.how, c, b, threshold)
+        out.append(GateVerdict(name, gate.label, threshold, c, b, value, passed, why))
+    return out
+
+
+def _compare(how: str, c: float | None, b: float | None, threshold: float) -> tuple[float | None, bool, str]:
+    if how == "increase":  # none on a side: nothing of it happened there (no 5xx, no preemption)
+        value = (c or 0.0) - (b or 0.0)
+        return value, value <= threshold + 1e-12, ""
+    if c is None or b is None:  # the requests gate has both sides' counts: no observation here, not no request
+        side = "either side" if c is None and b is None else "the cohort" if c is None else "the baseline"
+        return None, True, (f"not compared: {side} observed none in the window (inter-token latency: no request of "
+                            "more than one token)")
+    if b == 0:
+        return (0.0 if c == 0 else math.inf), c == 0, ""
+    ratio = c / b
+    value = ratio if how == "ratio" else abs(ratio - 1)
+    return value, value <= threshold + 1e-12, ""
+
+
+# ---- the evidence --------------------------------------------------------------------------------
+
+@dataclass
+class Step:
+    share_pct: float  # asked
+    weight: int  # each cohort host's agent answers this percent
+    achieved_pct: float  # the share that weight gives
+    start: float
+    end: float  # the window (Unix time), warm-up left out
+    synthetic: dict | None  # the synthetic load sent during the window (None: the fleet's own traffic)
+    cohort: dict[str, float | None]
+    baseline: dict[str, float | None]
+    verdicts: list[GateVerdict]
+    queries: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    @property
+    def passed(self) -> bool:
+        return all(v.passed for v in self.verdicts)
+
+
+@dataclass
+class Evidence:
+    started: float
+    cohort: list[str]
+    baseline: list[str]
+    prometheus: str
+    changes: dict[str, str]  # by cohort host, what changed
+    steps: list[Step] = field(default_factory=list)
+    verdict: str = "pending"  # passed, failed
+
+    def failed_gates(self) -> list[GateVerdict]:
+        return [v for s in self.steps for v in s.verdicts if not v.passed]
+
+    def to_json(self) -> str:
+        doc = asdict(self)
+        for step, raw in zip(self.steps, doc["steps"], strict=True):
+            raw["passed"] = step.passed
+        return json.dumps(doc, indent=2)
+
+
+def evidence_paths(settings: Settings, root: Path, started: float, members: list[str]) -> tuple[Path, Path]:
+    """The JSON and PNG of a rollout: rollout_evidence_dir (relative: to `root`), named by its start
+    (UTC) and cohort."""
+    import time
+
+    folder = Path(settings.rollout_evidence_dir)
+    folder = folder if folder.is_absolute() else root / folder
+    stem = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(started)) + "-canary-" + "-".join(members)
+    return folder / f"{stem}.json", folder / f"{stem}.png"
+
+
+def write(evidence: Evidence, json_path: Path, png_path: Path) -> None:
+    json_path.parent.mkdir(parents=True, exist_ok=True)
+    json_path.write_text(evidence.to_json() + "\n")
+    plot(evidence, png_path)
+
+
+def plot(evidence: Evidence, path: Path) -> None:
+    """PNG: for each step, the cohort's and the baseline's value of every gate's measure, the
+    failed ones marked."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    gates = list(GATES)
+    fig, axes = plt.subplots(1, len(gates), figsize=(3.2 * len(gates), 3.6))
+    for ax, name in zip(axes, gates, strict=True):
+        measure_name = GATES[name].measure
+        xs = [f"{s.achieved_pct:.0f}%" for s in evidence.steps]
+        cohort_vals = [s.cohort.get(measure_name) for s in evidence.steps]
+        base_vals = [s.baseline.get(measure_name) for s in evidence.steps]
+        x = list(range(len(xs)))
+        ax.bar([i - 0.2 for i in x], [v or 0 for v in base_vals], 0.4, label="baseline", color="#8a8a8a")
+        ax.bar([i + 0.2 for i in x], [v or 0 for v in cohort_vals], 0.4, label="cohort", color="#3070b0")
+        for i, step in enumerate(evidence.steps):
+            verdict = next(v for v in step.verdicts if v.gate == name)
+            if not verdict.passed:
+                ax.annotate("FAIL", (i + 0.2, cohort_vals[i] or 0), ha="center", va="bottom", color="red",
+                            fontweight="bold")
+        ax.set_xticks(x, xs)
+        ax.set_title(GATES[name].label, fontsize=8)
+        ax.tick_params(labelsize=7)
+    axes[0].legend(fontsize=7)
+    fig.suptitle(f"canary {', '.join(evidence.cohort)} against {', '.join(evidence.baseline)}: {evidence.verdict}",
+                 fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
