@@ -2,14 +2,17 @@
 (gateway_group), in front of every serving host's endpoint, and the agent on each serving host that
 tells the gateways whether to send it requests.
 
-- The gateway balances by least connections over the serving hosts its health checks (GET
+- The gateway balances round-robin by weight over the serving hosts its health checks (GET
   /health on each host's vllm_port: its front door, or vllm.service where it has none) have up,
-  and asks each host's agent (HAProxy's agent-check) every gateway_agent_interval_ms.
+  and asks each host's agent (HAProxy's agent-check) every gateway_agent_interval_ms. Weights,
+  not least connections: a canary cohort's share of the requests is its weight's share at any load
+  (llmfleet/rollout.py), where leastconn ignores weights while servers are idle.
 - The agent is a systemd socket on gateway_agent_port: each connection gets the content of
-  AGENT_STATE, "ready 100%" or "drain" (HAProxy 2.6 configuration manual, 5.2 "agent-check": the
-  word "drain" turns the server's administrative state to DRAIN, no new requests; "ready" cancels
-  it; "N%" sets its weight relative to the configured one). Only the agent undoes what the agent
-  did, so the state is a file that outlives a reboot, and the deploy writes "ready 100%".
+  AGENT_STATE, "ready 100%", "ready N%" (a canary's share) or "drain" (HAProxy 2.6 configuration
+  manual, 5.2 "agent-check": the word "drain" turns the server's administrative state to DRAIN,
+  no new requests; "ready" cancels it; "N%" sets its weight relative to the configured one).
+  Only the agent undoes what the agent did, so the state is a file that outlives a reboot, and
+  the deploy writes "ready 100%".
 - A roll (operations/vllm_roll.py) drains a host there before restarting it: the state "drain",
   then twice the agent interval (every gateway has asked), then until the host's own vLLM has no
   request running or waiting (at most vllm_drain_timeout_s); after the restart and the host's
@@ -25,7 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from llmfleet import frontdoor, templates
+from llmfleet import frontdoor, rollout, templates
 from llmfleet.remote import python_script
 
 if TYPE_CHECKING:
@@ -94,7 +97,8 @@ def render_config(settings: Settings, servers: list[Server]) -> str:
         admin_socket=ADMIN_SOCKET, timeout_s=settings.gateway_timeout_s, port=settings.gateway_port,
         metrics_port=settings.gateway_metrics_port, check_interval_ms=settings.gateway_check_interval_ms,
         rise=RISE, fall=FALL, agent_port=settings.gateway_agent_port,
-        agent_interval_ms=settings.gateway_agent_interval_ms, backend=BACKEND, servers=servers)
+        agent_interval_ms=settings.gateway_agent_interval_ms, backend=BACKEND, servers=servers,
+        weight=rollout.CONFIGURED_WEIGHT)
 
 
 def render_agent(settings: Settings) -> dict[str, str]:
@@ -124,6 +128,12 @@ def agent_command(settings: Settings, state: str) -> str:
         return python_script("gateway_agent", "drain", AGENT_STATE, str(drained_wait_s(settings)),
                              str(settings.vllm_port), str(settings.vllm_drain_timeout_s))
     return python_script("gateway_agent", "ready", AGENT_STATE, str(up_wait_s(settings)))
+
+
+def weight_command(settings: Settings, percent: int) -> str:
+    """The host command that sets the agent's answer to "ready N%" (a canary's share: N% of the
+    configured weight) and waits until every gateway has asked the agent."""
+    return python_script("gateway_agent", "ready", AGENT_STATE, str(drained_wait_s(settings)), str(percent))
 
 
 def hook_argv(settings: Settings, host: str, state: str) -> list[str] | None:

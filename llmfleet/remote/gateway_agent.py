@@ -9,8 +9,9 @@ wait until the gateways have acted on it.
                                      TIMEOUT_S (vllm_drain_timeout_s: then restarted anyway, and
                                      "why" says how many were left); a server that does not answer
                                      has none
-  ready STATE WAIT_S                 "ready 100%" (back in rotation at its weight), then WAIT_S (the
-                                     gateways have asked the agent and their checks have the host up)
+  ready STATE WAIT_S [PERCENT]       "ready 100%" (back in rotation at its weight), then WAIT_S (the
+                                     gateways have asked the agent and their checks have the host up);
+                                     with PERCENT, "ready PERCENT%" (a canary's share of the requests)
 
 Prints one JSON object: {"ok": bool, "seconds": float, "why": str, "requests": the last count read
 or None}. The state file is written whole (a temporary file renamed over it): an agent answering
@@ -61,7 +62,8 @@ def done(ok, why="", requests=None):
 
 action, state = sys.argv[1], sys.argv[2]
 if action == "ready":
-    write_state(state, "ready 100%")
+    percent = int(sys.argv[4]) if len(sys.argv) > 4 else 100
+    write_state(state, f"ready {percent}%")
     time.sleep(float(sys.argv[3]))
     done(True)
 if action != "drain":

@@ -41,9 +41,9 @@ def test_the_gateway_balances_over_every_serving_host_and_asks_each_ones_agent()
     cfg = gateway.render_config(settings(vllm_enabled=False, gateway_check_interval_ms=500,
                                          gateway_agent_interval_ms=250), servers)
     lines = [ln.strip() for ln in cfg.splitlines()]
-    for line in ("bind :8000", "bind :8405", "balance leastconn", "option httpchk GET /health",
+    for line in ("bind :8000", "bind :8405", "balance roundrobin", "option httpchk GET /health",
                  "http-check expect status 200",
-                 "default-server inter 500 fall 3 rise 2 agent-check agent-port 8406 agent-inter 250",
+                 "default-server weight 100 inter 500 fall 3 rise 2 agent-check agent-port 8406 agent-inter 250",
                  "server gpu-1 10.0.0.11:8000 check", "server gpu-2 10.0.0.12:8100 check",
                  "http-request use-service prometheus-exporter if { path /metrics }",
                  "stats socket /run/haproxy/admin.sock mode 660 level admin", "retries 3", "option redispatch 1"):
