@@ -32,7 +32,7 @@ from urllib.parse import urlparse
 
 import gevent
 import gevent.event
-from pyinfra import host, logger
+from pyinfra import host, inventory, logger
 from pyinfra.api import (
     FileUploadCommand,
     FunctionCommand,
@@ -50,7 +50,8 @@ from llmfleet.gpu_guardrails import precision_paths
 from llmfleet.managed_files import Entry, file_entry
 from llmfleet.schema import VllmInstance
 from llmfleet.settings import Settings
-from operations import managed_files
+from operations import managed_files, vllm_roll
+from operations.gateway import inventory_hosts
 from operations.vllm_roll import instances_rolled_out, rolled_out
 from operations.vllm_roll import run as _run
 
@@ -485,6 +486,7 @@ def _serve(settings: Settings, gpu: bool) -> None:
     if gpu:  # which kernels the quantization and an fp8 KV cache get on these GPUs (llmfleet/gpu_guardrails.py)
         for path in precision_paths(settings):
             host.log_styled(f"vllm: {path}", log_func=logger.info)
+    _canary(settings)  # a canary the inventory cannot run stops the deploy before any host is touched
     instances = vllm_layout.instances(settings)
     state = host.get_fact(VllmState, paths=_paths(settings, instances))
     if not state["model_ready"] and urlparse(vllm.model(settings).source).scheme == "file":
@@ -537,9 +539,13 @@ def _serve(settings: Settings, gpu: bool) -> None:
         rolled_out(name="vllm: start on what is staged, at once on every host that does not serve now",
                    settings=settings, causes=causes, can_switch_back=can_switch_back)
     else:
+        canary = _canary(settings)
+        if canary and canary["role"] == vllm_roll.COHORT:
+            vllm_roll.canary_pending(host.name)
         rolled_out(name="vllm: restart on what is staged, in batches of vllm_max_unavailable, each ready before the "
-                        "next", settings=settings, causes=causes, can_switch_back=can_switch_back,
-                   limit=settings.vllm_max_unavailable, _parallel=settings.vllm_max_unavailable)
+                        "next (a canary's cohort first, the others on its verdict)", settings=settings, causes=causes,
+                   can_switch_back=can_switch_back, limit=settings.vllm_max_unavailable, canary=canary,
+                   **_in_batches(settings, canary))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -588,7 +594,7 @@ def _serve_layout(settings: Settings, gpu: bool, state: dict, env: dict, instanc
                                   "back in it when ready; hosts in batches of vllm_max_unavailable",
                              settings=settings, causes=causes, dropped=dropped, single=single,
                              can_switch_back=can_switch_back, limit=settings.vllm_max_unavailable,
-                             _parallel=settings.vllm_max_unavailable)
+                             canary=_canary(settings), **_in_batches(settings, _canary(settings)))
     elif single and state["active"] == "active":
         # a move from a serving vllm.service: the host answers nothing from vllm.service's stop until
         # its instances are up (19.7 s in the lab, README's layout benchmark), so it takes the host's
@@ -597,13 +603,44 @@ def _serve_layout(settings: Settings, gpu: bool, state: dict, env: dict, instanc
                                   "hosts in batches of vllm_max_unavailable",
                              settings=settings, causes=causes, dropped=dropped, single=single,
                              can_switch_back=can_switch_back, limit=settings.vllm_max_unavailable,
-                             _parallel=settings.vllm_max_unavailable)
+                             canary=_canary(settings), **_in_batches(settings, _canary(settings)))
     else:
         # nothing serves from these instances now (a first start, or a move from a vllm.service that
         # does not serve): they start together, and one that does not get ready stops the roll
         instances_rolled_out(name="vllm: instances started together (nothing serves from them now)",
                              settings=settings, causes=causes, dropped=dropped, single=single,
                              can_switch_back=can_switch_back)
+
+
+def _fleet() -> list[tuple[str, str, Settings, list[str]]]:
+    """Every host of the inventory, read once per inventory (operations/gateway.py inventory_hosts)."""
+    key = tuple(id(h) for h in inventory)
+    if key not in _FLEET:
+        _FLEET.clear()
+        _FLEET[key] = inventory_hosts()
+    return _FLEET[key]
+
+
+_FLEET: dict[tuple, list] = {}
+
+
+def _canary(settings: Settings) -> dict | None:
+    """The host's part in a canary (operations/vllm_roll.py canary_plan), None in a rolling deploy; a
+    canary the inventory cannot run stops the deploy before any host is touched."""
+    if settings.rollout_strategy != "canary":
+        return None
+    try:
+        return vllm_roll.canary_plan(settings, host.name, _fleet())
+    except ValueError as exc:
+        raise OperationValueError(f"host {host.name}: {exc}; nothing was changed") from None
+
+
+def _in_batches(settings: Settings, canary: dict | None) -> dict:
+    """pyinfra's batches of vllm_max_unavailable hosts in a rolling deploy. A canary runs every host's
+    roll at once: the cohort's hosts take the roll's slots first, wherever they are in the
+    inventory, and the others wait for the verdict before they take one (llmfleet/roll.py's slots
+    keep vllm_max_unavailable either way)."""
+    return {} if canary else {"_parallel": settings.vllm_max_unavailable}
 
 
 def _stage_shared(settings: Settings, causes: set[str]) -> None:

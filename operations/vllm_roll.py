@@ -18,6 +18,12 @@ fleet's own load balancer fronts it. A layout host keeps serving through its fro
 from __future__ import annotations
 
 import json
+import math
+import sys
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
 
 import gevent
 from gevent import subprocess
@@ -25,8 +31,10 @@ from pyinfra import host as current_host
 from pyinfra import logger
 from pyinfra.api import FunctionCommand, StringCommand, operation
 
-from llmfleet import frontdoor, gateway, roll, vllm, vllm_layout
+from llmfleet import frontdoor, gateway, roll, rollout, vllm, vllm_layout
 from llmfleet.facts import python_script
+from llmfleet.probe.config import from_settings as probe_config
+from llmfleet.probe.fleet import read_key_file
 from llmfleet.schema import VllmInstance
 from llmfleet.settings import Settings
 
@@ -72,17 +80,23 @@ def switch_args(settings: Settings, causes: dict) -> list[str]:
     return args
 
 
-def _gate(state, host, causes: dict, limit: int | None = None) -> bool:
+def _gate(state, host, causes: dict, limit: int | None = None, canary: dict | None = None) -> bool:
     """A serving host (`limit`: vllm_max_unavailable) holds a slot of the roll until it is ready
-    again; a host that serves nothing now takes no capacity away and holds none."""
+    again; a host that serves nothing now takes no capacity away and holds none. Outside a canary's
+    cohort, a serving host first waits for the canary's verdict."""
     this = _roll()
     failed = _failed_rolls(state)
     if failed and not this.stopped():
         this.stop(failed[0])
-    why = this.stopped() if limit is None else this.enter(host.name, limit, gevent.getcurrent())
+    why = None
+    if canary and canary["role"] == BASELINE and limit is not None:
+        why = _await_verdict(host, canary)
+    if not why:
+        stopped = this.stopped() if limit is None else this.enter(host.name, limit, gevent.getcurrent())
+        why = f"the roll stopped after {stopped}" if stopped else None
     if why:
-        host.log_styled(f"vllm: not restarted: the roll stopped after {why}; this host keeps "
-                        "serving the version it had", fg="red", log_func=logger.error)
+        host.log_styled(f"vllm: not restarted: {why}; this host keeps serving the version it had", fg="red",
+                        log_func=logger.error)
         return False
     _ROLL["started"][host.name] = gevent.getcurrent()
     host.log_styled("vllm: restarting: " + "; ".join(causes.values()), fg="blue", log_func=logger.info)
@@ -120,7 +134,7 @@ def fronted(state, settings: Settings) -> bool:
     return bool(settings.gateway_drain_hook) or _has_gateways(state, settings)
 
 
-def _rotation(state, host, settings: Settings, word: str) -> dict:
+def _rotation(state, host, settings: Settings, word: str, weight: int = 100) -> dict:
     """The host out of ("drain") or back into ("ready") the rotation of what fronts it:
     gateway_drain_hook's command, run here, then, where the inventory has gateway hosts, the host's
     agent (llmfleet/remote/gateway_agent.py: it also waits for the gateways to act, and after
@@ -137,10 +151,13 @@ def _rotation(state, host, settings: Settings, word: str) -> dict:
                                                    f"{(proc.stdout + proc.stderr).strip()[-300:]}"}
         notes.append(f"gateway_drain_hook: {word}")
     if _has_gateways(state, settings):
-        answer = _answer(host, gateway.agent_command(settings, word), "the gateway agent's command")
+        command = gateway.weight_command(settings, weight) if word != gateway.DRAIN and weight != 100 \
+            else gateway.agent_command(settings, word)
+        answer = _answer(host, command, "the gateway agent's command")
         if not answer["ok"]:
             return {"ok": False, "why": f"gateway: {answer['why']}", "note": ""}
         notes.append(f"gateway: {'drained' if word == gateway.DRAIN else 'back in rotation'} in {answer['seconds']}s"
+                     + (f" at weight {weight}%" if word != gateway.DRAIN and weight != 100 else "")
                      + (f" ({answer['why']})" if answer.get("why") and answer["why"] != "drained" else ""))
     return {"ok": True, "why": "", "note": "; ".join(notes)}
 
@@ -162,10 +179,13 @@ def _out_of_rotation(state, host, settings: Settings) -> bool:
     return True
 
 
-def _wait_ready(state, host, settings: Settings, outcome: dict, rotation: bool) -> bool:
+def _wait_ready(state, host, settings: Settings, outcome: dict, rotation: bool, canary: dict | None = None) -> bool:
     """Ready (health and a 1-token completion), then back in the rotation it left (`rotation`),
-    before its slot goes to the next host."""
+    before its slot goes to the next host. A canary cohort's host comes back at its first share, and
+    the canary's verdict decides whether it keeps what it serves now (_canary)."""
     outcome.update(_ready(host, settings))
+    if outcome["ok"] and canary and canary["role"] == COHORT and rotation:
+        return _canary(state, host, settings, outcome, canary)
     if outcome["ok"]:
         if rotation:
             back = _rotation(state, host, settings, "ready")
@@ -191,7 +211,8 @@ def _back(state, host, settings: Settings, outcome: dict, rotation: bool) -> boo
 
 
 @operation(is_idempotent=False)
-def rolled_out(settings: Settings, causes: dict, can_switch_back: bool, limit: int | None = None):
+def rolled_out(settings: Settings, causes: dict, can_switch_back: bool, limit: int | None = None,
+               canary: dict | None = None):
     """
     Switch the host to what is staged (llmfleet/remote/vllm_switch.py), restart, and wait until it
     is ready; switch back and stop the roll when it is not.
@@ -201,15 +222,16 @@ def rolled_out(settings: Settings, causes: dict, can_switch_back: bool, limit: i
     + can_switch_back: a complete previous version (unit, environment and model links) is there
     + limit: serving hosts of the deploy restarting at once at most (vllm_max_unavailable); None
       where the host serves nothing now (and nothing fronting it sends it requests)
+    + canary: the host's part in a canary (canary_plan), None in a rolling deploy
     """
-    yield FunctionCommand(_gate, (causes, limit), {})
+    yield FunctionCommand(_gate, (causes, limit, canary), {})
     # a host that serves now leaves the rotation of what fronts it (the fleet gateway, a hook) first
     rotation = limit is not None and fronted(current_host.state, settings)
     if rotation:
         yield FunctionCommand(_out_of_rotation, (settings,), {})
     yield StringCommand(python_script("vllm_switch", *switch_args(settings, causes)))
     outcome: dict = {}
-    yield FunctionCommand(_wait_ready, (settings, outcome, rotation), {})
+    yield FunctionCommand(_wait_ready, (settings, outcome, rotation, canary), {})
     if outcome.get("ok"):
         return
     if can_switch_back:
@@ -344,13 +366,14 @@ def _stopped(state, host, outcome: dict, switched_back: bool) -> bool:
         why += ("; switched back to the previous version, which is serving again" if again["ok"]
                 else f"; switched back to the previous version, which is not ready either: {again['why']}")
     _roll().stop(host.name)
-    host.log_styled(f"vllm: not ready: {why}; stopping the roll", fg="red", log_func=logger.error)
+    host.log_styled(f"vllm: {outcome.get('label', 'not ready')}: {why}; stopping the roll", fg="red",
+                    log_func=logger.error)
     return False
 
 
 @operation(is_idempotent=False)
 def instances_rolled_out(settings: Settings, causes: dict, dropped: list, single: bool, can_switch_back: bool,
-                         limit: int | None = None):
+                         limit: int | None = None, canary: dict | None = None):
     """
     Switch a layout host to what is staged (no restart), then restart its instances (one at a time
     behind the front door, or together where none serves), each ready before the next; switch
@@ -363,10 +386,12 @@ def instances_rolled_out(settings: Settings, causes: dict, dropped: list, single
     + can_switch_back: a previous environment and model (links) are there
     + limit: serving hosts of the deploy rolling at once at most (vllm_max_unavailable); None where
       the instances serve nothing now
+    + canary: the host's part in a canary (canary_plan: a layout host is always of the baseline), None
+      in a rolling deploy
     """
     yield FunctionCommand(_gate, ({u: "; ".join(why.values()) for u, why in causes.items()}
                                   | ({vllm.UNIT_NAME: "moving to vllm_layout"} if single else {})
-                                  | {u: "dropped from vllm_layout" for u in dropped}, limit), {})
+                                  | {u: "dropped from vllm_layout" for u in dropped}, limit, canary), {})
     if causes:
         yield StringCommand(python_script("vllm_switch", *layout_switch_args(settings, causes)))
     outcome: dict = {}
@@ -380,3 +405,284 @@ def instances_rolled_out(settings: Settings, causes: dict, dropped: list, single
                                           *[a for u in causes for a in ("--service", u)]))
         yield FunctionCommand(_back_layout, (settings, single, outcome), {})
     yield FunctionCommand(_stopped, (outcome, can_switch_back and bool(causes)), {})
+
+
+# ------------------------------------------------------------------------------------------------
+# a canary (rollout_strategy = "canary"; the logic and the evidence: llmfleet/rollout.py)
+# ------------------------------------------------------------------------------------------------
+# The cohort's hosts and the others meet through files beside the roll's slots (llmfleet/roll.py's
+# folder, shared by every shard of one deploy):
+#   vllm.canary.pending.<host>   a cohort host with a change to roll in this deploy (written while the
+#                                deploy is prepared, before any host runs an operation)
+#   vllm.canary.ready.<host>     that host is ready again and takes the first step's share
+#   vllm.canary.step             the step now, {"index", "weight"}, written by the leader (the first
+#                                cohort host by name), acknowledged by the others (vllm.canary.ack.<host>.<index>)
+#   vllm.canary.verdict          {"passed", "why", "evidence"}: the other hosts roll only on a pass
+COHORT, BASELINE = "cohort", "baseline"
+ACK_TIMEOUT_S = 120.0  # a cohort host that does not take a step's weight in this time fails the canary
+
+
+def _canary_file(name: str) -> Path:
+    return roll.folder() / f"{ROLL}.canary.{name}"
+
+
+def _read_json(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _write_json(path: Path, doc: dict) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(doc))
+    tmp.replace(path)
+
+
+def canary_plan(settings: Settings, name: str, fleet: list[tuple[str, str, Settings, list[str]]]) -> dict | None:
+    """The host's part in a canary, from the inventory (`fleet`: every host's name, address, settings
+    and groups): {"role": "cohort" or "baseline", "cohort", "baseline", "gateway_url"}; None for a
+    rolling deploy. ValueError naming every problem (llmfleet/rollout.py problems) and its fix."""
+    if settings.rollout_strategy != rollout.CANARY:
+        return None
+    group = settings.gateway_group
+    serving = [n for n, _, s, groups in fleet if s.vllm_enabled and group not in groups]
+    layouts = [n for n, _, s, groups in fleet if s.vllm_enabled and group not in groups and vllm_layout.instances(s)]
+    gateways = [(address, s.gateway_port) for _, address, s, groups in fleet if group in groups]
+    problems = rollout.problems(settings, serving, layouts, bool(gateways))
+    if problems:
+        raise ValueError("; ".join(problems))
+    members = rollout.cohort(settings, serving)
+    address, port = gateways[0]
+    return {"role": COHORT if name in members else BASELINE, "cohort": members,
+            "baseline": [h for h in serving if h not in members], "gateway_url": f"http://{address}:{port}"}
+
+
+def canary_pending(name: str) -> None:
+    """A cohort host rolls in this deploy: the other hosts wait for the canary's verdict."""
+    _canary_file(f"pending.{name}").touch()
+
+
+def _pending() -> list[str]:
+    prefix = f"{ROLL}.canary.pending."
+    return sorted(p.name.removeprefix(prefix) for p in roll.folder().glob(prefix + "*"))
+
+
+def _await_verdict(host, canary: dict) -> str | None:
+    """A host outside the cohort: None once the canary passed, else why it must not roll. Where no
+    cohort host rolls in this deploy (--limit leaves the cohort out, or it serves what is staged
+    already: a deploy stopped after its canary, or interrupted during it), nothing can judge the
+    change: the host is not restarted, and the fix is the operator's choice."""
+    if not _pending():
+        return (f"the canary cohort ({', '.join(canary['cohort'])}) has nothing to roll in this deploy (--limit leaves "
+                "it out, or it serves what is staged already), so no canary can judge this change (fix: a deploy "
+                "that includes the cohort on its previous version, or --data rollout_strategy=rolling to roll "
+                "without a verdict)")
+    host.log_styled(f"vllm: canary: waiting for the verdict on the cohort ({', '.join(canary['cohort'])})",
+                    fg="blue", log_func=logger.info)
+    while True:
+        stopped = _roll().stopped()
+        if stopped:
+            return f"the roll stopped after {stopped}"
+        verdict = _read_json(_canary_file("verdict"))
+        if verdict:
+            return None if verdict["passed"] else f"the roll stopped after the canary failed: {verdict['why']}"
+        gevent.sleep(roll.POLL_S)
+
+
+def _canary(state, host, settings: Settings, outcome: dict, canary: dict) -> bool:
+    """A cohort host, ready on what is staged: back in the gateway at the first step's weight, its
+    slot free for the next cohort host; then the analysis (the leader) or the leader's steps (the
+    others), and the verdict. A pass: full weight, the host's roll done. A failure: `outcome` not ok,
+    so the operation switches the host back to what it served (and back to full weight)."""
+    members, base = canary["cohort"], canary["baseline"]
+    weight = rollout.weight_for(settings.rollout_steps[0], len(members), len(base))
+    back = _rotation(state, host, settings, "ready", weight)
+    if not back["ok"]:
+        return _stop_here(host, f"ready in {outcome['seconds']}s, but not back in rotation: {back['why']}")
+    host.log_styled(f"vllm: ready in {outcome['seconds']}s (health and a 1-token completion); {back['note']}",
+                    fg="blue", log_func=logger.info)
+    _roll().leave(host.name)
+    _canary_file(f"ready.{host.name}").touch()
+    pending = _pending()
+    try:
+        verdict = _lead(host, settings, canary, pending) if host.name == pending[0] else _follow(host, settings, state)
+    except Exception as exc:  # noqa: BLE001 (any failure of the analysis is the canary's failure)
+        verdict = {"passed": False, "why": f"the analysis failed on {host.name}: {type(exc).__name__}: {exc}",
+                   "evidence": None}
+        _write_json(_canary_file("verdict"), verdict)
+    if verdict["passed"]:
+        full = _rotation(state, host, settings, "ready")
+        if not full["ok"]:
+            return _stop_here(host, f"the canary passed, but the host is not back at full weight: {full['why']}")
+        _ROLL["finished"].add(host.name)
+        host.log_styled(f"vllm: {full['note']}", fg="blue", log_func=logger.info)
+        host.log_styled(f"vllm: canary passed: {host.name} keeps what is staged, back at full weight (evidence: "
+                        f"{verdict['evidence']})", fg="green", log_func=logger.info)
+        return True
+    outcome.update(ok=False, why=verdict["why"], label="canary failed")
+    return True  # the operation goes on to switch back, then stops the roll
+
+
+def _follow(host, settings: Settings, state) -> dict:
+    """A cohort host that is not the leader: each step's weight as the leader writes it, until the verdict."""
+    applied = 0
+    while True:
+        verdict = _read_json(_canary_file("verdict"))
+        if verdict:
+            return verdict
+        why = _roll().stopped()
+        if why:
+            return {"passed": False, "why": f"the roll stopped: {why}", "evidence": None}
+        step = _read_json(_canary_file("step"))
+        if step and step["index"] > applied:
+            moved = _rotation(state, host, settings, "ready", step["weight"])
+            if not moved["ok"]:
+                return {"passed": False, "why": f"{host.name} did not take step {step['index'] + 1}'s weight: "
+                                                f"{moved['why']}", "evidence": None}
+            applied = step["index"]
+            _canary_file(f"ack.{host.name}.{applied}").touch()
+        gevent.sleep(roll.POLL_S)
+
+
+def _prometheus(url: str, expr: str, at: float) -> float | None:
+    """One instant query's single value at `at` (Unix time): None where it has no series or NaN."""
+    params = urllib.parse.urlencode({"query": expr, "time": f"{at:.3f}"})
+    try:
+        with urllib.request.urlopen(f"{url.rstrip('/')}/api/v1/query?{params}", timeout=15) as r:
+            doc = json.loads(r.read())
+    except OSError as exc:
+        raise RuntimeError(f"Prometheus at {url} (rollout_prometheus_url) did not answer: {exc}") from exc
+    if doc.get("status") != "success":
+        raise RuntimeError(f"Prometheus at {url} refused {expr!r}: {doc.get('error')}")
+    result = doc["data"]["result"]
+    if not result:
+        return None
+    value = float(result[0]["value"][1])
+    return None if math.isnan(value) else value
+
+
+def _sleep_until(t: float) -> None:
+    while time.time() < t:
+        gevent.sleep(min(1.0, max(0.0, t - time.time())))
+
+
+def _lead(host, settings: Settings, canary: dict, pending: list[str]) -> dict:
+    """The leader: once every cohort host is ready, each step in turn (its weight on every cohort
+    host, the warm-up, the window with synthetic load where the fleet's traffic is thin, both sides
+    from Prometheus, the gates), the evidence written, the verdict for every host."""
+    members, base = canary["cohort"], canary["baseline"]
+    url = settings.rollout_prometheus_url
+    assert url is not None  # canary_plan refuses a canary without it
+    while not all(_canary_file(f"ready.{h}").exists() for h in pending):
+        why = _roll().stopped()
+        if why:
+            verdict = {"passed": False, "why": f"a cohort host did not get ready: {why}", "evidence": None}
+            _write_json(_canary_file("verdict"), verdict)
+            return verdict
+        gevent.sleep(roll.POLL_S)
+    evidence = rollout.Evidence(started=time.time(), cohort=members, baseline=base, prometheus=url,
+                                changes={h: "what this deploy staged" for h in members})
+    json_path, png_path = rollout.evidence_paths(settings, Path.cwd(), evidence.started, members)
+    scrape_s = settings.monitoring_scrape_interval_s
+    steps = list(settings.rollout_steps)
+    # the fleet's own traffic, read once before any synthetic load of this canary (which would count)
+    own = _own_traffic(url, members + base, settings, time.time())
+    synthetic_from = None  # the first step that needed synthetic load: every later one gets it too
+    for index, share in enumerate(steps):
+        weight = rollout.weight_for(share, len(members), len(base))
+        achieved = rollout.share_of(weight, len(members), len(base))
+        if index:
+            _write_json(_canary_file("step"), {"index": index, "weight": weight})
+            moved = _rotation(current_host.state, host, settings, "ready", weight)
+            if not moved["ok"]:
+                raise RuntimeError(f"{host.name} did not take the weight {weight}%: {moved['why']}")
+            _await_acks(index, [h for h in pending if h != host.name])
+        warmup = settings.rollout_warmup_s if index == 0 else 0
+        load_start = time.time()
+        window_start = load_start + warmup
+        window_end = window_start + settings.rollout_step_s
+        thin = _thin(own, settings, achieved, synthetic_from is not None)
+        if thin["synthetic"] and synthetic_from is None:
+            synthetic_from = index
+        host.log_styled(f"vllm: canary: step {index + 1} of {len(steps)}: {', '.join(members)} take(s) "
+                        f"{achieved:.1f}% of the gateway's requests (weight {weight}%, asked {share:g}%); "
+                        + (f"warm-up {warmup}s, then " if warmup else "")
+                        + f"a {settings.rollout_step_s}s window, "
+                        + (f"with synthetic load ({thin['why']})" if thin["synthetic"] else
+                           f"on the fleet's own traffic ({thin['why']})"),
+                        fg="blue", log_func=logger.info)
+        synthetic = _synthetic(settings, canary["gateway_url"], warmup + settings.rollout_step_s, index) \
+            if thin["synthetic"] else None
+        _sleep_until(window_end + scrape_s + 1)  # Prometheus holds the window's last samples
+        window = settings.rollout_step_s
+        sides = {side: rollout.measure(lambda q, at: _prometheus(url, q, at), hosts, window_end, window,
+                                       gateway.BACKEND) for side, hosts in (("cohort", members), ("baseline", base))}
+        verdicts = rollout.judge(settings.rollout_gates.model_dump(), sides["cohort"], sides["baseline"],
+                                 settings.rollout_min_requests)
+        step = rollout.Step(share, weight, round(achieved, 2), window_start, window_end, synthetic, sides["cohort"],
+                            sides["baseline"], verdicts,
+                            {"cohort": rollout.queries(members, window, gateway.BACKEND),
+                             "baseline": rollout.queries(base, window, gateway.BACKEND)})
+        evidence.steps.append(step)
+        for v in verdicts:
+            host.log_styled(f"vllm: canary: step {index + 1}: {v.line()}", fg="green" if v.passed else "red",
+                            log_func=logger.info if v.passed else logger.error)
+        if not step.passed:
+            break
+    evidence.verdict = "passed" if all(s.passed for s in evidence.steps) else "failed"
+    rollout.write(evidence, json_path, png_path)
+    if evidence.verdict == "passed":
+        verdict = {"passed": True, "why": "", "evidence": str(json_path)}
+    else:
+        last = evidence.steps[-1]
+        failed = "; ".join(v.line() for v in last.verdicts if not v.passed)
+        verdict = {"passed": False, "evidence": str(json_path),
+                   "why": f"at step {len(evidence.steps)} ({last.achieved_pct:.1f}% of the requests): {failed} "
+                          f"(evidence: {json_path}, {png_path.name})"}
+    _write_json(_canary_file("verdict"), verdict)
+    return verdict
+
+
+def _await_acks(index: int, others: list[str]) -> None:
+    deadline = time.time() + ACK_TIMEOUT_S
+    while not all(_canary_file(f"ack.{h}.{index}").exists() for h in others):
+        if time.time() > deadline:
+            late = [h for h in others if not _canary_file(f"ack.{h}.{index}").exists()]
+            raise RuntimeError(f"{', '.join(late)} did not take step {index + 1}'s weight in {ACK_TIMEOUT_S:g}s")
+        gevent.sleep(roll.POLL_S)
+
+
+def _own_traffic(url: str, hosts: list[str], settings: Settings, at: float) -> float:
+    """The fleet's own traffic: requests its serving hosts finished per second over the window before
+    the analysis (the cohort's own restart included: its clients went to the others meanwhile)."""
+    return _prometheus(url, rollout.fleet_rate_query(hosts, settings.rollout_step_s), at) or 0.0
+
+
+def _thin(rate: float, settings: Settings, achieved_pct: float, already: bool) -> dict:
+    """Whether the fleet's own traffic (`rate`, requests per second) would give the cohort
+    rollout_min_requests in a window at this step's share: if not, the window gets synthetic load
+    (and so does every later one: `already`, the load of an earlier step is not the fleet's)."""
+    expected = rate * achieved_pct / 100 * settings.rollout_step_s
+    short = expected < settings.rollout_min_requests
+    why = (f"the fleet finished {rate:.2f} requests/s over the {settings.rollout_step_s}s before the analysis: about "
+           f"{expected:.0f} for the cohort in a window, {'fewer than' if short else 'at least'} rollout_min_requests "
+           f"= {settings.rollout_min_requests}")
+    thin = already or short
+    return {"synthetic": thin, "why": why, "rate": rate}
+
+
+def _synthetic(settings: Settings, gateway_url: str, duration_s: float, index: int) -> dict:
+    """The group's probe mix through the gateway at rollout_synthetic_rps for `duration_s`
+    (llmfleet/probe/synthetic.py, a process of its own; the API key on its stdin): what it sent."""
+    key = read_key_file(settings.vllm_api_key_file, "vllm_api_key_file") if settings.vllm_api_key_file else None
+    request = {"url": gateway_url, "model": settings.vllm_served_model_name, "api_key": key,
+               "config": probe_config(settings).model_dump(mode="json"), "rate": settings.rollout_synthetic_rps,
+               "duration_s": duration_s, "seed": settings.probe_seed + index}
+    proc = subprocess.Popen([sys.executable, "-m", "llmfleet.probe.synthetic"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out, err = proc.communicate(json.dumps(request))
+    if proc.returncode != 0:
+        raise RuntimeError(f"the synthetic load through {gateway_url} failed (exit {proc.returncode}): "
+                           f"{err.strip()[-400:]}")
+    return json.loads(out.strip().splitlines()[-1])

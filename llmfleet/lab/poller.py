@@ -106,15 +106,26 @@ class OpenLoop:
             n += 1
             self._stop.wait(max(0.0, t0 + n / self.rate - time.monotonic()))
 
-    def __enter__(self) -> OpenLoop:
+    def start(self) -> None:
         self._ticker.start()
+
+    def started(self) -> bool:
+        return self._ticker.is_alive() or self._stop.is_set()
+
+    def stop(self) -> None:
+        """No more sends; every request sent has its answer (a client that never started: nothing)."""
+        self._stop.set()
+        if self._ticker.ident is not None:
+            self._ticker.join()
+        for t in self._threads:
+            t.join()
+
+    def __enter__(self) -> OpenLoop:
+        self.start()
         return self
 
     def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._ticker.join()
-        for t in self._threads:
-            t.join()
+        self.stop()
 
     def failed(self) -> list[tuple[float, int | str]]:
         """The requests that did not get their max_tokens tokens: (send time, what came back)."""

@@ -197,6 +197,78 @@ def test_under_serial_a_host_pyinfra_failed_stops_the_roll(gate):
     assert rolls.get(roll_ops.ROLL).stopped() == "h1"
 
 
+# ---- a canary: who is in the cohort, and the others' wait for its verdict -------------------------
+
+def _fleet(settings, **data):
+    from llmfleet.settings import validate
+
+    base = settings.model_dump() | data
+    gw = validate("gw-1", base | {"vllm_enabled": False})
+    return [("gw-1", "10.0.0.9", gw, ["gateways"])] + [(f"gpu-{i}", f"10.0.0.{i}", validate(f"gpu-{i}", base), [])
+                                                         for i in (1, 2, 3)]
+
+
+CANARY = {"rollout_strategy": "canary", "rollout_prometheus_url": "http://prom.internal:9090"}
+
+
+def test_a_rolling_deploy_has_no_canary_plan(settings):
+    assert roll_ops.canary_plan(settings, "gpu-1", _fleet(settings)) is None
+
+
+def test_the_canary_plan_names_the_cohort_the_baseline_and_the_gateway(settings):
+    fleet = _fleet(settings, **CANARY, rollout_canary_hosts=["gpu-2"])
+    plan = roll_ops.canary_plan(fleet[2][2], "gpu-2", fleet)
+    assert plan == {"role": "cohort", "cohort": ["gpu-2"], "baseline": ["gpu-1", "gpu-3"],
+                    "gateway_url": "http://10.0.0.9:8000"}
+    assert roll_ops.canary_plan(fleet[1][2], "gpu-1", fleet)["role"] == "baseline"
+
+
+def test_a_canary_the_inventory_cannot_run_is_refused_before_any_operation(settings):
+    fleet = [h for h in _fleet(settings, **CANARY) if h[0] != "gw-1"]
+    with pytest.raises(ValueError, match=r"the inventory has no gateway hosts \(group 'gateways'\)"):
+        roll_ops.canary_plan(fleet[0][2], "gpu-1", fleet)
+
+
+@pytest.fixture
+def baseline_gate(gate, monkeypatch):
+    plan = {"role": "baseline", "cohort": ["gpu-1"], "baseline": ["gpu-2", "gpu-3"], "gateway_url": "http://gw:8000"}
+
+    def at(host) -> bool:
+        import gevent
+
+        monkeypatch.setattr(gevent, "getcurrent", lambda: _Greenlet())
+        return roll_ops._gate(_State(), host, {"model": "m"}, 1, plan)
+    return at
+
+
+def test_a_host_outside_the_cohort_rolls_on_the_canarys_pass(baseline_gate):
+    roll_ops.canary_pending("gpu-1")
+    roll_ops._write_json(roll_ops._canary_file("verdict"), {"passed": True, "why": "", "evidence": "e.json"})
+    h2 = _Named("gpu-2")
+    assert baseline_gate(h2) is True
+    assert h2.logged[0] == "vllm: canary: waiting for the verdict on the cohort (gpu-1)"
+
+
+def test_a_host_outside_the_cohort_keeps_its_version_when_the_canary_fails(baseline_gate):
+    roll_ops.canary_pending("gpu-1")
+    roll_ops._write_json(roll_ops._canary_file("verdict"), {"passed": False, "why": "at step 1: FAIL e2e",
+                                                            "evidence": "e.json"})
+    h2 = _Named("gpu-2")
+    assert baseline_gate(h2) is False
+    assert h2.logged[-1] == ("vllm: not restarted: the roll stopped after the canary failed: at step 1: FAIL e2e; "
+                             "this host keeps serving the version it had")
+
+
+def test_a_cohort_with_nothing_to_roll_leaves_the_others_unrestarted_naming_the_fix(baseline_gate):
+    h2 = _Named("gpu-2")
+    assert baseline_gate(h2) is False
+    assert h2.logged == ["vllm: not restarted: the canary cohort (gpu-1) has nothing to roll in this deploy (--limit "
+                         "leaves it out, or it serves what is staged already), so no canary can judge this change "
+                         "(fix: a deploy that includes the cohort on its previous version, or --data "
+                         "rollout_strategy=rolling to roll without a verdict); this host keeps serving the version it "
+                         "had"]
+
+
 class PlanHost:
     """pyinfra's `host` for the deploy code: facts from a dict, and a log."""
 
@@ -241,8 +313,9 @@ def planned(settings, monkeypatch, **facts) -> tuple[list[str], PlanHost]:
 
 
 SERVER = {"pid": 812, "command": "vllm", "unit": "vllm.service"}  # the running server holds its port
+# group_data/all.py: vllm_max_unavailable = 1
 RESTART = ("vllm: restart on what is staged, in batches of vllm_max_unavailable, each ready before the next "
-           "(_parallel=1)")  # group_data/all.py: vllm_max_unavailable = 1
+           "(a canary's cohort first, the others on its verdict) (_parallel=1)")
 START = "vllm: start on what is staged, at once on every host that does not serve now"
 
 
