@@ -133,6 +133,25 @@ monitoring_alert_for = dict.fromkeys(ALERT_NAMES, "6s")
 gateway_group = "lab_gateways"
 gateway_check_interval_ms = 500
 gateway_agent_interval_ms = 500
+# rollouts: "rolling" unless a deploy asks for a canary (--data rollout_strategy=canary); the canary's
+# gates read the lab's Prometheus; steps, warm-up and window short, so a canary takes about a minute:
+# the cohort (lab-c1, the first serving host) at 25% then 50% of the gateway's requests (weights 67%
+# and 200% against lab-c2's and lab-c3's 100%), 15 s of warm-up (a vLLM CPU server just started answers
+# its first prompts of new lengths slowly: with 3 s, a healthy change's P95 TTFT was 3.4 x the
+# baseline's, with 15 s 1.3 x; benchmarks/canary_roll.py), 15 s windows of at least 10 requests a
+# side (the synthetic load's 8 requests/s gives the cohort about 30 at 25%: enough load that a change
+# which prefills prompts a few tokens a step shows in its time to first token: 4.9 to 11 x the
+# baseline's P95 in three runs, a healthy change 0.6 to 1.3 x, so the TTFT gate is at 2.5). The ratio gates are
+# looser than the fleet's: on a shared 2-core machine a P95 of a dozen requests moves by half between
+# two windows of the same server, and their mean output length (the mix asks 4 to 192 tokens) as much.
+rollout_prometheus_url = service_url("prometheus")
+rollout_steps = [25.0, 50.0]
+rollout_warmup_s = 15
+rollout_step_s = 15
+rollout_min_requests = 10
+rollout_synthetic_rps = 8.0
+rollout_gates = {"ttft_p95_ratio": 2.5, "itl_p95_ratio": 3.0, "e2e_p95_ratio": 3.0, "error_ratio_increase": 0.01,
+                 "generated_tokens_shift": 1.0, "preemptions_per_request_increase": 0.2, "kv_cache_peak_increase": 0.5}
 # the self-audit every minute, and an audit (a self-audit or the control machine's) older than 144 s is
 # AuditTooOld: a host whose self-audit stops is flagged within a test's patience
 self_audit_interval_s = 60

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 import time
 import urllib.request
 
 import pytest
 from harness import BIN, GATEWAY, ROOT, api_key, lab_ssh, run, serving_containers, state
+from harness import env as harness_env
 
 from llmfleet import vllm
 from llmfleet.lab import poller
@@ -73,20 +75,33 @@ def test_every_container_host_serves_the_tiny_model(serving, deployed):
         assert leak.stdout.split() == ["600", "root"], (name, leak.stdout)
 
 
-def test_a_flag_change_rolls_in_batches_while_the_others_serve_and_the_gateway_loses_no_request(serving):
+# group_data/lab.py: steps of 25% and 50%, 15 s of warm-up, 15 s windows
+CANARY = ("rollout_strategy=canary", "rollout_evidence_dir=reports/rollouts")
+
+
+def evidence_of(out: str) -> dict:
+    """The canary's evidence file the deploy named, read; its plot beside it."""
+    path = re.findall(r"evidence: (\S+\.json)", out)[-1]
+    doc = json.loads((ROOT / path).read_text())
+    assert (ROOT / path).with_suffix(".png").stat().st_size > 1000, path
+    return doc
+
+
+def test_a_flag_change_goes_to_the_canary_first_is_promoted_in_batches_and_the_gateway_loses_no_request(serving):
     n = len(serving)
     before = main_pids()
     REPORTS.mkdir(exist_ok=True)
     # one completion per host per second, to each host itself: a client's view that leaves the 2 cores
-    # to the servers; and an open-loop client of the fleet gateway (lab-gw1), 2 requests a second
+    # to the servers; and an open-loop client of the fleet gateway (lab-gw1), 2 requests a second of 8
+    # tokens each (the canary's inter-token latency gate has tokens to compare)
     gateway_at = state()["hosts"][GATEWAY]["address"]
     with poller.Poller(containers(), api_key(), "tiny-llama", interval_s=1.0) as watch, \
-            poller.OpenLoop(gateway_at, api_key(), "tiny-llama", rate=2.0) as client:
+            poller.OpenLoop(gateway_at, api_key(), "tiny-llama", rate=2.0, max_tokens=8) as client:
         t0 = time.monotonic()
         # max_num_seqs: the underscore spelling, read as --max-num-seqs (the unit's arguments below;
         # the next test's deploy, in the dash spelling, finds the same unit and restarts nothing)
         proc = deploy('vllm_flags={"dtype": "float32", "max-model-len": 1024, "enforce-eager": true, '
-                      '"max_num_seqs": 16}')
+                      '"max_num_seqs": 16}', *CANARY)
         deploy_s = round(time.monotonic() - t0, 1)
         time.sleep(2)
     after = main_pids()
@@ -108,6 +123,24 @@ def test_a_flag_change_rolls_in_batches_while_the_others_serve_and_the_gateway_l
     for name in serving:
         args = lab_ssh(name, "tr '\\0' ' ' < /proc/$(systemctl show -p MainPID --value vllm.service)/cmdline").stdout
         assert "--max-num-seqs 16" in args, (name, args)
+    # the canary: lab-c1 (the first serving host) alone first, at 25% then 50% of the gateway's requests,
+    # judged on the clients' own traffic against lab-c2 and lab-c3; they rolled only on its pass
+    # (a weight of 67% against two hosts at 100% is 25.1% of the requests, round-robin by weight)
+    for step, (share, weight, asked) in enumerate(((25.1, 67, 25), (50.0, 200, 50)), 1):
+        assert f"[lab-c1] vllm: canary: step {step} of 2: lab-c1 take(s) {share}% of the gateway's requests " \
+               f"(weight {weight}%, asked {asked}%)" in out, out[-4000:]
+    assert out.count("on the fleet's own traffic") == 2 and "FAIL" not in out, out[-4000:]
+    verdict = out.index("[lab-c1] vllm: canary: step 2: pass kv_cache_peak_increase")  # the last gate's line
+    assert "[lab-c1] vllm: canary passed: lab-c1 keeps what is staged, back at full weight" in out
+    for name in ("lab-c2", "lab-c3"):
+        assert out.index(f"[{name}] vllm: canary: waiting for the verdict") < verdict < \
+            out.index(f"[{name}] vllm: restarting:"), name
+    doc = evidence_of(out)
+    assert doc["verdict"] == "passed" and doc["cohort"] == ["lab-c1"] and doc["baseline"] == ["lab-c2", "lab-c3"]
+    assert [s["synthetic"] for s in doc["steps"]] == [None, None]
+    for s in doc["steps"]:
+        assert s["passed"] and s["cohort"]["requests"] >= 10 and s["baseline"]["requests"] >= 10, s
+        assert s["cohort"]["ttft_p95_s"] > 0 and s["baseline"]["e2e_p95_s"] > 0 and s["cohort"]["itl_p95_s"] > 0, s
 
 
 def test_a_second_deploy_restarts_nothing(serving):
@@ -122,6 +155,58 @@ def test_a_second_deploy_restarts_nothing(serving):
     proc = deploy(data)
     assert "vllm: restart" not in proc.stdout + proc.stderr
     assert main_pids() == before
+
+
+def test_a_regressed_change_is_stopped_at_the_canary_on_synthetic_load_and_rolled_back_without_a_failed_request(
+        serving):
+    """max-num-seqs 4 and max-num-batched-tokens 4: lab-c1 schedules 4 tokens a step, so a prompt
+    is prefilled a few tokens at a time and its first token comes late under load (the regression:
+    11 x the baseline's P95 TTFT in benchmarks/canary_roll.py), while health and a 1-token
+    completion pass. No client sends anything until the verdict: the fleet is idle, so the canary's
+    window gets the group's probe mix as synthetic load. Once the canary fails, an open-loop client
+    of the gateway watches the switch-back."""
+    before = main_pids()
+    data = ['vllm_flags={"dtype": "float32", "max-model-len": 1024, "enforce-eager": true, "max-num-seqs": 4, '
+            '"max-num-batched-tokens": 4}', *CANARY]
+    args = [str(BIN / "pyinfra"), "inventories/lab.py", "deploy.py", "-y", "--limit", "lab_containers",
+            *[a for kv in data for a in ("--data", kv)]]
+    lines: list[str] = []
+    client = poller.OpenLoop(state()["hosts"][GATEWAY]["address"], api_key(), "tiny-llama", rate=2.0)
+    with subprocess.Popen(args, cwd=ROOT, env=harness_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True) as proc:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.append(line)
+            if "vllm: canary: step 1: FAIL" in line and not client.started():
+                client.start()
+        code = proc.wait(timeout=900)
+    time.sleep(2)
+    client.stop()
+    out = " ".join("".join(lines).split())
+    after = main_pids()
+    assert code != 0, out[-3000:]
+    assert "[lab-c1] vllm: canary: step 1 of 2: lab-c1 take(s) 25.1% of the gateway's requests" in out, out[-4000:]
+    assert "with synthetic load (the fleet finished" in out, out[-4000:]
+    failed = re.search(r"\[lab-c1\] vllm: canary failed: at step 1 \(25\.1% of the requests\): (.*?); "
+                       r"stopping the roll", out)
+    assert failed, out[-4000:]
+    # the gate, both sides' values and the evidence file are named
+    assert re.search(r"FAIL (ttft|e2e)_p95_ratio: P95 [a-z -]+\(s\): cohort [0-9.e+-]+, baseline [0-9.e+-]+ \(ratio "
+                     r"[0-9.e+-]+, at most (2\.5|3)\)", failed.group(1)), failed.group(1)
+    assert "switched back to the previous version, which is serving again" in out, out[-3000:]
+    doc = evidence_of(failed.group(1))
+    assert doc["verdict"] == "failed" and len(doc["steps"]) == 1 and not doc["steps"][0]["passed"]
+    synthetic = doc["steps"][0]["synthetic"]
+    assert synthetic["requests"] >= 200 and synthetic["failed"] == 0, synthetic  # 8 req/s over 15 s + 15 s
+    # lab-c2 and lab-c3 never restarted; lab-c1 serves the flags it had again
+    for name in ("lab-c2", "lab-c3"):
+        assert after[name] == before[name] and \
+            f"[{name}] vllm: not restarted: the roll stopped after the canary failed: at step 1" in out, name
+    args_c1 = lab_ssh("lab-c1", "tr '\\0' ' ' < /proc/$(systemctl show -p MainPID --value vllm.service)/cmdline").stdout
+    assert "--max-num-seqs 16" in args_c1 and after["lab-c1"] != before["lab-c1"], args_c1
+    # the switch-back lost no request of a client sending through the gateway
+    assert len(client.results) >= 10, client.results
+    assert client.failed() == [], f"{len(client.failed())} of {len(client.results)} failed: {client.failed()[:10]}"
 
 
 @pytest.mark.parametrize("data,message", [
