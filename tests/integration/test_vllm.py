@@ -410,7 +410,8 @@ def test_a_changed_package_and_a_removed_model_link_are_planned_as_what_differs_
     assert f"{removed}: expected {record[removed]}, actual not installed" in out, out[-3000:]
     assert f"{downgraded}: expected {record[downgraded]}, actual 0.0.1" in out, out[-3000:]
     env_id = env.rsplit("/", 1)[-1]
-    restart = "vllm | vllm: restart on what is staged, in batches of vllm_max_unavailable, each ready before the next"
+    restart = ("vllm | vllm: restart on what is staged, in batches of vllm_max_unavailable, each ready before the next "
+               "(a canary's cohort first, the others on its verdict)")
     assert planned(FLAGS) == {
         pkg_host: [f"vllm | vLLM environment {env_id}: packages differ from its record: the recorded versions put back",
                    restart],
