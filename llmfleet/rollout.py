@@ -280,7 +280,6 @@ class Evidence:
     cohort: list[str]
     baseline: list[str]
     prometheus: str
-    changes: dict[str, str]  # by cohort host, what changed
     steps: list[Step] = field(default_factory=list)
     verdict: str = "pending"  # passed, failed
 

@@ -21,8 +21,6 @@ import json
 import math
 import sys
 import time
-import urllib.parse
-import urllib.request
 from pathlib import Path
 
 import gevent
@@ -31,7 +29,7 @@ from pyinfra import host as current_host
 from pyinfra import logger
 from pyinfra.api import FunctionCommand, StringCommand, operation
 
-from llmfleet import frontdoor, gateway, roll, rollout, vllm, vllm_layout
+from llmfleet import frontdoor, gateway, prometheus, roll, rollout, vllm, vllm_layout
 from llmfleet.facts import python_script
 from llmfleet.probe.config import from_settings as probe_config
 from llmfleet.probe.fleet import read_key_file
@@ -546,16 +544,12 @@ def _follow(host, settings: Settings, state) -> dict:
 
 
 def _prometheus(url: str, expr: str, at: float) -> float | None:
-    """One instant query's single value at `at` (Unix time): None where it has no series or NaN."""
-    params = urllib.parse.urlencode({"query": expr, "time": f"{at:.3f}"})
+    """One instant query's single value at `at` (Unix time): None where it has no series or NaN
+    (llmfleet/prometheus.py; an error fails the canary, naming rollout_prometheus_url)."""
     try:
-        with urllib.request.urlopen(f"{url.rstrip('/')}/api/v1/query?{params}", timeout=15) as r:
-            doc = json.loads(r.read())
-    except OSError as exc:
-        raise RuntimeError(f"Prometheus at {url} (rollout_prometheus_url) did not answer: {exc}") from exc
-    if doc.get("status") != "success":
-        raise RuntimeError(f"Prometheus at {url} refused {expr!r}: {doc.get('error')}")
-    result = doc["data"]["result"]
+        result = prometheus.query(url, expr, at=at, timeout_s=15)
+    except prometheus.PrometheusError as exc:
+        raise RuntimeError(f"rollout_prometheus_url: {exc}") from None
     if not result:
         return None
     value = float(result[0]["value"][1])
@@ -581,8 +575,7 @@ def _lead(host, settings: Settings, canary: dict, pending: list[str]) -> dict:
             _write_json(_canary_file("verdict"), verdict)
             return verdict
         gevent.sleep(roll.POLL_S)
-    evidence = rollout.Evidence(started=time.time(), cohort=members, baseline=base, prometheus=url,
-                                changes={h: "what this deploy staged" for h in members})
+    evidence = rollout.Evidence(started=time.time(), cohort=members, baseline=base, prometheus=url)
     json_path, png_path = rollout.evidence_paths(settings, Path.cwd(), evidence.started, members)
     scrape_s = settings.monitoring_scrape_interval_s
     steps = list(settings.rollout_steps)

@@ -12,10 +12,8 @@ ran, or is off). Waivers apply here as in an audit (the waivers file is the cont
 from __future__ import annotations
 
 import datetime as dt
-import json
-import urllib.parse
-import urllib.request
 
+from llmfleet import prometheus
 from llmfleet.audit.fingerprint import repair as hardware_repair
 from llmfleet.audit.model import HostResult, Problem
 from llmfleet.audit.state_drift import repair_for
@@ -26,17 +24,11 @@ NODE_JOB = "node"  # llmfleet monitoring's job of every host's node exporter
 
 def query(url: str, promql: str, timeout_s: float = 30) -> list[dict]:
     """An instant query: [{"metric": {label: value}, "value": [time, "value"]}, ...]."""
-    full = f"{url.rstrip('/')}/api/v1/query?" + urllib.parse.urlencode({"query": promql})
     try:
-        with urllib.request.urlopen(full, timeout=timeout_s) as r:
-            body = json.loads(r.read().decode())
-    except (OSError, ValueError) as exc:
-        raise AuditError(f"--from-prometheus {url}: the query {promql!r} did not answer ({exc}) (fix: the URL of "
-                         "the Prometheus that scrapes the hosts' node exporters, e.g. http://prometheus:9090)"
-                         ) from None
-    if body.get("status") != "success":
-        raise AuditError(f"--from-prometheus {url}: {promql!r}: {body.get('error', body)}")
-    return body["data"]["result"]
+        return prometheus.query(url, promql, timeout_s=timeout_s)
+    except prometheus.PrometheusError as exc:
+        raise AuditError(f"--from-prometheus {exc} (fix: the URL of the Prometheus that scrapes the hosts' node "
+                         "exporters, e.g. http://prometheus:9090)") from None
 
 
 def _latest(url: str) -> dict[str, tuple[float, str, str]]:

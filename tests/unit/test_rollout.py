@@ -155,7 +155,7 @@ def test_too_few_requests_on_either_side_is_no_verdict_but_a_failure():
 def test_the_evidence_is_json_and_a_plot(tmp_path):
     verdicts = rollout.judge(GATES, BASE | {"e2e_p95_s": 9.0}, BASE, 10)
     ev = rollout.Evidence(started=1.8e9, cohort=["gpu-1"], baseline=["gpu-2"], prometheus="http://p:9090",
-                          changes={"gpu-1": "flags"}, verdict="failed",
+                          verdict="failed",
                           steps=[rollout.Step(10, 22, 10.0, 1.8e9, 1.8e9 + 60, None, BASE | {"e2e_p95_s": 9.0}, BASE,
                                               verdicts)])
     json_path, png_path = rollout.evidence_paths(settings(rollout_evidence_dir="out"), tmp_path, ev.started, ["gpu-1"])
