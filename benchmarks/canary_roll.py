@@ -5,10 +5,10 @@ open-loop client of the gateway counting failed requests throughout.
 
   healthy    vllm_flags with max-num-seqs 16 <-> 8 (group data's): lab-c1 first, at 25% then 50% of the
              gateway's requests, judged against lab-c2 and lab-c3, then promoted to them
-  regressed  --regressed's flags (default max-num-seqs 4 and max-num-batched-tokens 4: 4 tokens a step,
-             so prompts are prefilled a few tokens at a time): lab-c1's first tokens come late under
-             load, it fails the TTFT gate at the first step, and is switched back; lab-c2 and lab-c3
-             are never restarted
+  regressed  --regressed's flags (default max-num-seqs 1 and max-num-batched-tokens 1: one token a
+             step, so prompts are prefilled a token at a time and requests wait for each other):
+             lab-c1's first tokens come late under load, it fails the TTFT gate at the first step,
+             and is switched back; lab-c2 and lab-c3 are never restarted
 
 Each rollout runs with --client (default 2 req/s through lab-gw1, 1-token completions) or, with
 --client 0, on an idle fleet (the canary's windows then get synthetic load). Times are read from
@@ -71,7 +71,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--client", type=float, default=2.0, help="requests per second through the gateway (0: none)")
-    ap.add_argument("--regressed", default='{"max-num-seqs": 4, "max-num-batched-tokens": 4}',
+    ap.add_argument("--regressed", default='{"max-num-seqs": 1, "max-num-batched-tokens": 1}',
                     help="vllm_flags of the regressed change, over group data's (JSON)")
     ap.add_argument("--only", choices=["healthy", "regressed"], help="one kind of rollout only")
     ap.add_argument("--data", action="append", default=[], help="KEY=VALUE over group data for every rollout")

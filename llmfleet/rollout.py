@@ -38,20 +38,27 @@ CANARY, ROLLING = "canary", "rolling"
 
 @dataclass(frozen=True)
 class Gate:
-    """One gate: the measure it compares, how (`ratio`: cohort / baseline at most the threshold;
-    `increase`: cohort - baseline at most it; `shift`: |cohort / baseline - 1| at most it), and what
-    it says in a verdict."""
+    """One gate: the measure it compares, how (`ratio`: cohort / baseline at most the threshold, or
+    the cohort slower by no more than the gate's floor; `increase`: cohort - baseline at most it;
+    `shift`: |cohort / baseline - 1| at most it), and what it says in a verdict.
+
+    A latency gate's floor: histogram_quantile interpolates linearly inside the bucket the quantile
+    falls in (prometheus.io/docs/prometheus/latest/querying/functions/#histogram_quantile), so two
+    P95s less than about a bucket apart may be the same distribution; and a ratio of small values
+    (a 10 ms inter-token latency) doubles on noise. The cohort fails a latency gate only when it is
+    both `ratio` times and the floor's seconds slower."""
 
     measure: str
     how: str
     label: str
+    floor: str | None = None  # a ratio gate's absolute floor (rollout_gates' name, seconds)
 
 
 # rollout_gates' names (schema.RolloutGates), in the order a verdict lists them
 GATES: dict[str, Gate] = {
-    "ttft_p95_ratio": Gate("ttft_p95_s", "ratio", "P95 time to first token (s)"),
-    "itl_p95_ratio": Gate("itl_p95_s", "ratio", "P95 inter-token latency (s)"),
-    "e2e_p95_ratio": Gate("e2e_p95_s", "ratio", "P95 end-to-end latency (s)"),
+    "ttft_p95_ratio": Gate("ttft_p95_s", "ratio", "P95 time to first token (s)", "ttft_p95_floor_s"),
+    "itl_p95_ratio": Gate("itl_p95_s", "ratio", "P95 inter-token latency (s)", "itl_p95_floor_s"),
+    "e2e_p95_ratio": Gate("e2e_p95_s", "ratio", "P95 end-to-end latency (s)", "e2e_p95_floor_s"),
     "error_ratio_increase": Gate("error_ratio", "increase", "share of 5xx answers at the gateway"),
     "generated_tokens_shift": Gate("generated_tokens_mean", "shift", "mean generated tokens per request"),
     "preemptions_per_request_increase": Gate("preemptions_per_request", "increase", "preemptions per request"),
@@ -203,6 +210,7 @@ class GateVerdict:
     value: float | None  # the compared figure (ratio, difference or shift)
     passed: bool
     why: str = ""
+    floor: float | None = None  # a latency gate's floor (s): slower by no more than this passes
 
     def line(self) -> str:
         def fmt(v: float | None) -> str:
@@ -211,8 +219,10 @@ class GateVerdict:
         if self.gate == "requests":
             return (f"{word} requests: {self.label}: cohort {fmt(self.cohort)}, baseline {fmt(self.baseline)} "
                     f"(at least {self.threshold:g} each)" + (f": {self.why}" if self.why else ""))
+        slower = ("" if self.floor is None or self.cohort is None or self.baseline is None
+                  else f"; slower by {fmt(self.cohort - self.baseline)} s, floor {self.floor:g} s")
         return (f"{word} {self.gate}: {self.label}: cohort {fmt(self.cohort)}, baseline {fmt(self.baseline)}"
-                f" ({_how(self.gate)} {fmt(self.value)}, at most {self.threshold:g})"
+                f" ({_how(self.gate)} {fmt(self.value)}, at most {self.threshold:g}{slower})"
                 + (f": {self.why}" if self.why else ""))
 
 
@@ -232,10 +242,12 @@ def judge(gates: dict[str, float], cohort_side: dict[str, float | None], baselin
     out.append(GateVerdict("requests", "requests finished in the window", min_requests, c_n, b_n, min(c_n, b_n),
                            enough, "" if enough else "too few for a verdict (rollout_min_requests)"))
     for name, gate in GATES.items():
-        threshold = gates[name]
+        threshold, floor = gates[name], gates[gate.floor] if gate.floor else None
         c, b = cohort_side.get(gate.measure), baseline_side.get(gate.measure)
         value, passed, why = _compare(gate.how, c, b, threshold)
-        out.append(GateVerdict(name, gate.label, threshold, c, b, value, passed, why))
+        if not passed and floor is not None and c is not None and b is not None and c - b <= floor + 1e-12:
+            passed, why = True, f"within the floor ({gate.floor})"
+        out.append(GateVerdict(name, gate.label, threshold, c, b, value, passed, why, floor))
     return out
 
 

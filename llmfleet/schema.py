@@ -445,6 +445,13 @@ class RolloutGates(BaseModel):
     ttft_p95_ratio: Annotated[float, Field(ge=1)] = 1.5  # the cohort's P95 TTFT at most 1.5 x the baseline's
     itl_p95_ratio: Annotated[float, Field(ge=1)] = 1.5  # P95 inter-token latency
     e2e_p95_ratio: Annotated[float, Field(ge=1)] = 1.5  # P95 end-to-end request latency
+    # a latency gate fails only when the cohort is also this many seconds slower than the baseline:
+    # about one bucket of vLLM's default histograms where serving latencies lie (vLLM v0.32.0
+    # vllm/v1/metrics/buckets.py: TTFT 0.04, 0.06, 0.08, 0.1; inter-token 0.01, 0.025, 0.05; end-to-end
+    # 1.0, 1.5, 2.0), inside which histogram_quantile only interpolates (a judgment, not a vendor figure)
+    ttft_p95_floor_s: Annotated[float, Field(ge=0)] = 0.05
+    itl_p95_floor_s: Annotated[float, Field(ge=0)] = 0.025
+    e2e_p95_floor_s: Annotated[float, Field(ge=0)] = 0.5
     error_ratio_increase: Annotated[float, Field(ge=0, le=1)] = 0.01  # 5xx share at the gateway, +1 point at most
     generated_tokens_shift: Annotated[float, Field(ge=0)] = 0.25  # mean generated tokens within 25% of the baseline's
     preemptions_per_request_increase: Annotated[float, Field(ge=0)] = 0.1  # preemptions per finished request
@@ -1036,7 +1043,9 @@ class RolloutSettings(_Section):
     its step's share). At the first step it must give the cohort rollout_min_requests in a window."""
     rollout_gates: Annotated[RolloutGates, PACES_A_DEPLOY] = RolloutGates()
     """The gates of every step, by name (a gate left out keeps its default): ttft_p95_ratio,
-    itl_p95_ratio, e2e_p95_ratio (the cohort's P95 at most this times the baseline's; 1.5),
+    itl_p95_ratio, e2e_p95_ratio (the cohort's P95 at most this times the baseline's; 1.5) with
+    their floors ttft_p95_floor_s (0.05), itl_p95_floor_s (0.025), e2e_p95_floor_s (0.5) (a cohort
+    slower by no more than the floor passes: about one bucket of vLLM's histograms),
     error_ratio_increase (its share of 5xx answers at the gateway at most this above the baseline's;
     0.01), generated_tokens_shift (its mean generated tokens per request within this share of the
     baseline's; 0.25), preemptions_per_request_increase (0.1) and kv_cache_peak_increase (peak KV

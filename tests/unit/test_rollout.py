@@ -116,7 +116,26 @@ def test_a_slower_cohort_fails_the_latency_gate_with_both_sides_values():
     failed = [v for v in verdicts if not v.passed]
     assert [v.gate for v in failed] == ["ttft_p95_ratio"]
     assert failed[0].line() == ("FAIL ttft_p95_ratio: P95 time to first token (s): cohort 2.4, baseline 0.2 (ratio 12, "
-                                "at most 1.5)")
+                                "at most 1.5; slower by 2.2 s, floor 0.05 s)")
+
+
+def test_a_latency_ratio_over_its_gate_but_within_its_floor_passes_and_says_so():
+    # a CPU lab's inter-token P95: 9.5 ms against 35 ms, three histogram buckets apart (0.01, 0.025, 0.05)
+    base, cohort = BASE | {"itl_p95_s": 0.0095}, BASE | {"itl_p95_s": 0.0354}
+    itl = next(v for v in rollout.judge(GATES, cohort, base, 10) if v.gate == "itl_p95_ratio")
+    assert not itl.passed  # 25.9 ms slower: over the default floor of 25 ms
+    gates = GATES | {"itl_p95_ratio": 3.0, "itl_p95_floor_s": 0.05}
+    itl = next(v for v in rollout.judge(gates, cohort, base, 10) if v.gate == "itl_p95_ratio")
+    assert itl.passed and itl.line() == ("pass itl_p95_ratio: P95 inter-token latency (s): cohort 0.0354, baseline "
+                                         "0.0095 (ratio 3.726, at most 3; slower by 0.0259 s, floor 0.05 s): within "
+                                         "the floor (itl_p95_floor_s)")
+
+
+def test_a_floor_of_zero_leaves_the_ratio_alone():
+    cohort = BASE | {"itl_p95_s": 0.05}  # 1.67 x the baseline's 30 ms, 20 ms slower
+    assert all(v.passed for v in rollout.judge(GATES, cohort, BASE, 10))  # within the default 25 ms
+    failed = [v.gate for v in rollout.judge(GATES | {"itl_p95_floor_s": 0.0}, cohort, BASE, 10) if not v.passed]
+    assert failed == ["itl_p95_ratio"]
 
 
 @pytest.mark.parametrize("cohort,gate", [
