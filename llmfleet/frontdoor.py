@@ -1,6 +1,7 @@
 """The front door of a host serving a layout: HAProxy (the distribution's package) on vllm_port,
-balancing over the host's vLLM instances (llmfleet/vllm_layout.py) by least connections, each
-health-checked on /health, with HAProxy's own Prometheus metrics on frontdoor_metrics_port.
+balancing over the host's vLLM instances (llmfleet/vllm_layout.py) round-robin by weight (a
+canary's instances take their share by a runtime weight), each health-checked on /health, with
+HAProxy's own Prometheus metrics on frontdoor_metrics_port.
 
 Its unit, its runtime API and how long to wait for its health checks are here, since both the
 front door's deploy (operations/frontdoor.py) and the roll (operations/vllm_roll.py: an instance
@@ -24,6 +25,7 @@ SERVICE = "haproxy.service"  # the distribution's HAProxy unit
 PACKAGE = "haproxy"
 ADMIN_SOCKET = "/run/haproxy/admin.sock"  # Debian's default runtime API socket
 BACKEND = "vllm_instances"
+WEIGHT = 100  # every instance's configured weight: a runtime "N%" is weight N (HAProxy 2.6 CFG 5.2 "weight")
 # HAProxy's health checks: a server is UP after `rise` passing checks and DOWN after `fall` failing
 # ones, one every frontdoor_check_interval_ms (the defaults: rise 2, fall 3; HAProxy 2.6
 # configuration manual, "5.2. Server and default-server options": rise, fall, inter)
@@ -39,7 +41,8 @@ def up_wait_s(settings: Settings) -> int:
 
 def admin_command(action: str, *args: str) -> str:
     """The host command that drives the front door through its runtime API
-    (llmfleet/remote/frontdoor_admin.py: state, drain NAME TIMEOUT_S, ready NAME TIMEOUT_S, serving TIMEOUT_S)."""
+    (llmfleet/remote/frontdoor_admin.py: state, drain NAME TIMEOUT_S, ready NAME TIMEOUT_S, serving TIMEOUT_S,
+    weight NAME PERCENT)."""
     return python_script("frontdoor_admin", action, ADMIN_SOCKET, BACKEND, *args)
 
 
@@ -62,5 +65,5 @@ def render_config(settings: Settings, instances: list[VllmInstance] | None) -> s
     return templates.render("frontdoor", "haproxy.cfg.j2",
         admin_socket=ADMIN_SOCKET, timeout_s=settings.frontdoor_timeout_s, bind_host=settings.vllm_host,
         port=settings.vllm_port, metrics_port=settings.frontdoor_metrics_port,
-        check_interval_ms=settings.frontdoor_check_interval_ms, rise=RISE, fall=FALL,
+        check_interval_ms=settings.frontdoor_check_interval_ms, rise=RISE, fall=FALL, weight=WEIGHT,
         servers=[{"name": i.name, "address": INSTANCE_HOST, "port": i.port} for i in instances])

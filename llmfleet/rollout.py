@@ -93,38 +93,53 @@ def _hosts_regex(hosts: list[str]) -> str:
     return "|".join(re.escape(h) for h in sorted(hosts)).replace("\\", "\\\\")
 
 
-def queries(hosts: list[str], window_s: int, backend: str) -> dict[str, str]:
-    """The PromQL of each measure for one side (its hosts), over the `window_s` seconds before the
-    query's time."""
+def selectors(hosts: list[str], backend: str, instances: list[str] | None = None) -> tuple[str, str]:
+    """One side's label selectors: its vLLM series and its HAProxy server series. A side of hosts:
+    job vllm by host, and the fleet gateway's servers (job gateway, named by host). A side of a
+    layout host's instances (`instances`): job vllm by host and vllm_instance, and its front door's
+    servers (job frontdoor, named by instance), as `llmfleet monitoring` labels them."""
     regex = _hosts_regex(hosts)
+    if instances is None:
+        return f'job="vllm",host=~"{regex}"', f'job="gateway",proxy="{backend}",server=~"{regex}"'
+    names = _hosts_regex(instances)
+    return (f'job="vllm",host=~"{regex}",vllm_instance=~"{names}"',
+            f'job="frontdoor",host=~"{regex}",proxy="{backend}",server=~"{names}"')
+
+
+def queries(hosts: list[str], window_s: int, backend: str, instances: list[str] | None = None) -> dict[str, str]:
+    """The PromQL of each measure for one side (its hosts, or `instances` of a layout host), over the
+    `window_s` seconds before the query's time."""
     names = {"ttft_bucket": _names("ttft", "_bucket"), "itl_bucket": _names("itl", "_bucket"),
              "e2e_bucket": _names("e2e_latency", "_bucket"), "e2e_count": _names("e2e_latency", "_count"),
              "gen_sum": _names("request_generation_tokens", "_sum"),
              "gen_count": _names("request_generation_tokens", "_count"),
              "preemptions": _names("preemptions"), "kv_cache": _names("kv_cache")}
-    sel = f'job="vllm",host=~"{regex}"'
-    gsel = f'job="gateway",proxy="{backend}",server=~"{regex}"'
+    sel, gsel = selectors(hosts, backend, instances)
     return {m: q.format(sel=sel, gsel=gsel, w=window_s, **names) for m, q in MEASURES.items()}
 
 
-def fleet_rate_query(hosts: list[str], window_s: int) -> str:
-    """Requests the hosts finished per second over the `window_s` seconds before the query's time."""
-    return (f'sum(rate({{__name__=~"{_names("e2e_latency", "_count")}",job="vllm",host=~"{_hosts_regex(hosts)}"}}'
-            f'[{window_s}s]))')
+def fleet_rate_query(hosts: list[str], window_s: int, instances: list[str] | None = None) -> str:
+    """Requests the hosts (or a layout host's `instances`) finished per second over the `window_s`
+    seconds before the query's time."""
+    sel, _ = selectors(hosts, "", instances)
+    return f'sum(rate({{__name__=~"{_names("e2e_latency", "_count")}",{sel}}}[{window_s}s]))'
 
 
 def measure(query: Callable[[str, float], float | None], hosts: list[str], end: float, window_s: int,
-            backend: str) -> dict[str, float | None]:
+            backend: str, instances: list[str] | None = None) -> dict[str, float | None]:
     """One side's measures over [end - window_s, end]: `query(promql, at)` answers a number or None
     (no series, or NaN: nothing happened)."""
-    return {m: query(q, end) for m, q in queries(hosts, window_s, backend).items()}
+    return {m: query(q, end) for m, q in queries(hosts, window_s, backend, instances).items()}
 
 
 # ---- the cohort and its weight -------------------------------------------------------------------
 
-def cohort(settings: Settings, serving: list[str]) -> list[str]:
-    """The canary cohort: rollout_canary_hosts, else the first serving host by name."""
-    return sorted(settings.rollout_canary_hosts) if settings.rollout_canary_hosts else sorted(serving)[:1]
+def cohort(settings: Settings, serving: list[str], layouts: list[str] | None = None) -> list[str]:
+    """The canary cohort of hosts: rollout_canary_hosts, else the first serving host without a layout
+    by name; [] where every serving host has one (each proves a change on its canary instances)."""
+    if settings.rollout_canary_hosts:
+        return sorted(settings.rollout_canary_hosts)
+    return [h for h in sorted(serving) if h not in (layouts or [])][:1]
 
 
 def weight_for(share_pct: float, n_cohort: int, n_baseline: int) -> int:
@@ -146,15 +161,13 @@ def max_share(n_cohort: int, n_baseline: int) -> float:
 
 def problems(settings: Settings, serving: list[str], layouts: list[str], has_gateways: bool) -> list[str]:
     """What makes a canary impossible for this inventory (`serving`: every host that serves; `layouts`:
-    those of them with a serving layout), each with its fix; [] for "rolling"."""
+    those of them with a serving layout), each with its fix; [] for "rolling". A fleet whose every
+    serving host has a layout has no cohort of hosts (and needs no gateway): each proves a change on
+    its canary instances (instance_problems)."""
     if settings.rollout_strategy != CANARY:
         return []
     fix_rolling = "or rollout_strategy = 'rolling'"
     out = []
-    if not has_gateways:
-        out.append(f"rollout_strategy = 'canary': the inventory has no gateway hosts (group "
-                   f"{settings.gateway_group!r}), where the cohort's traffic share is set (fix: add gateway hosts, "
-                   f"{fix_rolling})")
     if settings.rollout_prometheus_url is None:
         out.append("rollout_strategy = 'canary' and rollout_prometheus_url = None: the gates read the fleet's "
                    "Prometheus (fix: its URL, scraping what `llmfleet monitoring` renders, " + fix_rolling + ")")
@@ -164,29 +177,45 @@ def problems(settings: Settings, serving: list[str], layouts: list[str], has_gat
                    f"{'is' if len(unknown) == 1 else 'are'} not a serving host of the inventory (fix: name hosts of "
                    f"{sorted(serving)!r})")
         return out
-    members = cohort(settings, serving)
+    members = cohort(settings, serving, layouts)
+    if not members:
+        return out
+    if not has_gateways:
+        out.append(f"rollout_strategy = 'canary': the inventory has no gateway hosts (group "
+                   f"{settings.gateway_group!r}), where the cohort's traffic share is set (fix: add gateway hosts, "
+                   f"{fix_rolling})")
     in_layout = [h for h in members if h in layouts]
     if in_layout:
-        out.append(f"rollout_canary_hosts: {', '.join(in_layout)} serve(s) a layout (vllm_layout): a canary cohort "
-                   "is hosts without one (fix: other hosts, " + fix_rolling + ")")
+        out.append(f"rollout_canary_hosts: {', '.join(in_layout)} serve(s) a layout (vllm_layout): a cohort of hosts "
+                   "is hosts without one, and a layout host proves a change on its own canary instances "
+                   "(rollout_canary_instances) (fix: other hosts, " + fix_rolling + ")")
     baseline = [h for h in serving if h not in members]
     if not baseline:
         out.append(f"rollout_canary_hosts = {members!r}: every serving host is in the cohort, and nothing is left "
                    "to compare it with (fix: leave at least one serving host out of it)")
         return out
+    out += _share_problems(settings, len(members), len(baseline), "host")
+    return out
+
+
+def _share_problems(settings: Settings, n_cohort: int, n_baseline: int, unit: str) -> list[str]:
+    """The steps' problems for a cohort of `n_cohort` against `n_baseline` (hosts at the gateway,
+    or instances at a front door): shares that do not rise, a share the cohort's weight cannot
+    reach, synthetic load too slow for rollout_min_requests."""
+    out = []
     steps = list(settings.rollout_steps)
     if steps != sorted(set(steps)):
         out.append(f"rollout_steps = {steps!r}: the shares must rise, each once (fix: for example [10, 25])")
-    top = max_share(len(members), len(baseline))
+    top = max_share(n_cohort, n_baseline)
     high = [s for s in steps if s > top]
     if high:
-        need = next((n for n in range(len(members), len(serving)) if max_share(n, len(serving) - n) >= max(steps)),
-                    None)
-        out.append(f"rollout_steps = {steps!r}: a cohort of {len(members)} host(s) beside {len(baseline)} can take at "
+        total = n_cohort + n_baseline
+        need = next((n for n in range(n_cohort, total) if max_share(n, total - n) >= max(steps)), None)
+        out.append(f"rollout_steps = {steps!r}: a cohort of {n_cohort} {unit}(s) beside {n_baseline} can take at "
                    f"most {top:.1f}% of the requests (HAProxy's highest weight, {MAX_WEIGHT}, against 100) "
                    f"(fix: steps up to {math.floor(top * 10) / 10:g}"
-                   + (f", or a cohort of {need} hosts" if need else "") + ")")
-    first = share_of(weight_for(steps[0], len(members), len(baseline)), len(members), len(baseline))
+                   + (f", or a cohort of {need} {unit}s" if need else "") + ")")
+    first = share_of(weight_for(steps[0], n_cohort, n_baseline), n_cohort, n_baseline)
     synthetic = settings.rollout_synthetic_rps * first / 100 * settings.rollout_step_s
     if synthetic < settings.rollout_min_requests:
         out.append(f"rollout_synthetic_rps = {settings.rollout_synthetic_rps:g}: at the first step ({steps[0]:g}%) "
@@ -196,6 +225,29 @@ def problems(settings: Settings, serving: list[str], layouts: list[str], has_gat
                    f"{math.ceil(settings.rollout_min_requests / (first / 100 * settings.rollout_step_s) * 10) / 10:g}"
                    f" or more, a longer rollout_step_s, or a larger first step)")
     return out
+
+
+def instance_cohort(settings: Settings, names: list[str]) -> list[str]:
+    """A layout host's canary instances: rollout_canary_instances, else its first instance by name."""
+    return sorted(settings.rollout_canary_instances) if settings.rollout_canary_instances else sorted(names)[:1]
+
+
+def instance_problems(settings: Settings, host: str, names: list[str]) -> list[str]:
+    """What makes an instance canary impossible on a layout host whose instances are `names`, each
+    with its fix; [] for "rolling" and for a layout of one instance (nothing on the host to compare
+    it with: it rolls as a baseline host, on the fleet cohort's verdict)."""
+    if settings.rollout_strategy != CANARY or len(names) < 2:
+        return []
+    unknown = [n for n in settings.rollout_canary_instances if n not in names]
+    if unknown:
+        return [f"rollout_canary_instances = {list(settings.rollout_canary_instances)!r}: {host} serves no instance "
+                f"{', '.join(unknown)} (fix: name instances of its vllm_layout, {sorted(names)!r}, or leave it empty "
+                "for the first)"]
+    members = instance_cohort(settings, names)
+    if len(members) == len(names):
+        return [f"rollout_canary_instances = {members!r}: every instance of {host}'s layout is a canary, and none is "
+                "left to compare them with (fix: leave at least one instance out)"]
+    return _share_problems(settings, len(members), len(names) - len(members), "instance")
 
 
 # ---- the verdict -----------------------------------------------------------------------------------
@@ -312,7 +364,7 @@ def evidence_paths(settings: Settings, root: Path, started: float, members: list
 
     folder = Path(settings.rollout_evidence_dir)
     folder = folder if folder.is_absolute() else root / folder
-    stem = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(started)) + "-canary-" + "-".join(members)
+    stem = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(started)) + "-canary-" + "-".join(members).replace("/", ".")
     return folder / f"{stem}.json", folder / f"{stem}.png"
 
 

@@ -404,11 +404,14 @@ class VllmModel(BaseModel):
 Port = Annotated[int, Field(ge=1, le=65535, strict=True)]
 
 
+InstanceName = Annotated[str, _pattern(r"[a-z0-9][a-z0-9-]{0,30}", "an instance name (a-z 0-9 -, up to 31)")]
+
+
 class VllmInstance(BaseModel):
     """One vLLM instance of a serving layout (group data `vllm_layout`, documented there)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    name: Annotated[str, _pattern(r"[a-z0-9][a-z0-9-]{0,30}", "an instance name (a-z 0-9 -, up to 31)")]
+    name: InstanceName
     gpus: list[Annotated[int, Field(ge=0, strict=True)]]
     port: Port
     pipeline_parallel_size: PositiveInt = 1
@@ -949,7 +952,7 @@ class VllmSettings(_Section):
 
 class FrontdoorSettings(_Section):
     """The front door: HAProxy (the distribution's package) on vllm_port of a host serving a
-    layout, balancing over its vLLM instances by least connections, each health-checked on /health
+    layout, balancing over its vLLM instances round-robin by weight, each health-checked on /health
     (llmfleet/frontdoor.py, operations/frontdoor.py, templates/frontdoor/, verify/test_frontdoor.py).
     A roll drains an instance there before restarting it, and puts it back once the front door has
     it UP. These settings were vllm_frontdoor_* before: the old names are refused, naming the new."""
@@ -1019,11 +1022,20 @@ class RolloutSettings(_Section):
     rollout_strategy: Annotated[Literal["rolling", "canary"], PACES_A_DEPLOY] = "rolling"
     """"rolling" (batches of vllm_max_unavailable, gated on health) or "canary" (the cohort first,
     gated on its traffic against the baseline's). A canary needs gateway hosts in the inventory
-    (gateway_group) and rollout_prometheus_url; it applies to hosts without a serving layout."""
+    (gateway_group) and rollout_prometheus_url. Across the fleet the cohort is hosts without a
+    serving layout; on a host serving a layout of two or more instances, its canary instances
+    (rollout_canary_instances) take the change first, judged against its other instances at its
+    front door, before the rest of them restart."""
     rollout_canary_hosts: Annotated[list[HostName], PACES_A_DEPLOY] = []
     """The canary cohort, by inventory name (hosts that serve, without a layout). Empty: the
     inventory's first serving host, by name. At least one serving host must stay outside it (the
     baseline)."""
+    rollout_canary_instances: Annotated[list[InstanceName], PACES_A_DEPLOY] = []
+    """On a host serving a layout (vllm_layout) of two or more instances, in a canary: the
+    instances that take a change first, by name; the front door gives them each step's share by a
+    runtime weight and they are compared with the host's other instances. Empty: the layout's
+    first instance by name. At least one instance must stay outside them. Such a host still waits
+    for the fleet cohort's verdict where a cohort host rolls in the same deploy."""
     rollout_steps: Annotated[list[Annotated[float, Field(gt=0, lt=100)]], Field(min_length=1),
                              PACES_A_DEPLOY] = [10.0, 25.0]
     """The cohort's share of the gateway's requests at each step, in percent, rising; each step is

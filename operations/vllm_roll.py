@@ -22,6 +22,7 @@ import math
 import sys
 import time
 from pathlib import Path
+from typing import Callable
 
 import gevent
 from gevent import subprocess
@@ -304,20 +305,30 @@ def _start_together(host, settings: Settings, units: list[str], instances: dict[
 
 
 def _roll_layout(state, host, settings: Settings, units: list[str], dropped: list[str], single: bool,
-                 outcome: dict) -> bool:
+                 outcome: dict, canary: dict | None = None) -> bool:
     """The layout's units, switched already (no restart): a move from vllm.service stops it first
     (its GPUs are the instances'), then every instance starts; otherwise, with the front door
-    serving the other instances, one at a time. Dropped instances go last, drained first."""
+    serving the other instances, one at a time, in a canary its canary instances first, judged
+    against the others (`_instance_canary`) before the rest restart. Dropped instances go last,
+    drained first."""
     instances = {i.unit_name: i for i in vllm_layout.instances(settings) or []}
     if single:
         run(host, f"systemctl stop {vllm.UNIT_NAME}")
     serving = not single and any(run(host, f"systemctl is-active -q {u}")[0] for u in instances)
     if serving:
-        for unit in units:
+        plan = _instance_plan(host, settings, canary, units, dropped, instances)
+        first = plan["cohort_units"] if plan else []
+        for unit in first + [u for u in units if u not in first]:
             result = _restart_instance(host, settings, instances[unit], drain=True)
             if not result["ok"]:
-                outcome.update(result, rolled=units[:units.index(unit) + 1])
+                done = first if unit in first else first + [u for u in units if u not in first]
+                outcome.update(result, rolled=done[:done.index(unit) + 1])
                 return True
+            if plan and unit == first[-1]:
+                verdict = _instance_canary(host, settings, plan)
+                if not verdict["passed"]:
+                    outcome.update(ok=False, why=verdict["why"], label="canary failed", rolled=first)
+                    return True
     else:
         result = _start_together(host, settings, units, instances)
         if not result["ok"]:
@@ -335,6 +346,67 @@ def _roll_layout(state, host, settings: Settings, units: list[str], dropped: lis
     _ROLL["finished"].add(host.name)
     _roll().leave(host.name)
     return True
+
+
+def _instance_plan(host, settings: Settings, canary: dict | None, units: list[str], dropped: list[str],
+                   instances: dict[str, VllmInstance]) -> dict | None:
+    """A serving layout host's instance canary for this roll, or None (a rolling deploy, a layout of
+    one instance, instances added or dropped in this deploy: the front door's servers change with
+    its configuration after the roll, so no weight can be set on them yet). The cohort: the canary
+    instances that change, else the first instance that does; the baseline: every other one."""
+    names = sorted(i.name for i in instances.values())
+    if not canary or not canary.get("frontdoor_url") or len(names) < 2 or not units:
+        return None
+    answer = _answer(host, frontdoor.admin_command("state"), "front door command")
+    serving = set(answer.get("servers", {}))
+    changing = sorted(instances[u].name for u in units)
+    if dropped or not set(names) <= serving:
+        host.log_styled(f"vllm: canary: {host.name}'s layout changes in this deploy (front door servers "
+                        f"{sorted(serving)}, layout {names}): its instances roll one at a time without an instance "
+                        "canary", fg="yellow", log_func=logger.warning)
+        return None
+    configured = rollout.instance_cohort(settings, names)
+    cohort = [n for n in configured if n in changing] or changing[:1]
+    baseline = [n for n in names if n not in cohort]
+    if not baseline:
+        return None
+    unit_of = {i.name: u for u, i in instances.items()}
+    return {"cohort": cohort, "baseline": baseline, "cohort_units": [unit_of[n] for n in cohort],
+            "url": canary["frontdoor_url"]}
+
+
+def _instance_canary(host, settings: Settings, plan: dict) -> dict:
+    """A layout host's canary instances, ready on what is staged: each step's share of the front
+    door's requests by their runtime weight (the others at 100), judged against the host's other
+    instances (llmfleet/rollout.py), then back at full weight. {"passed", "why", "evidence"}."""
+    cohort, baseline = plan["cohort"], plan["baseline"]
+    url = settings.rollout_prometheus_url
+    assert url is not None  # canary_plan refuses a canary without it
+
+    def weigh(weight: int) -> None:
+        for name in cohort:
+            answer = _answer(host, frontdoor.admin_command("weight", name, str(weight)), "front door command")
+            if not answer["ok"]:
+                raise RuntimeError(f"the front door did not take {name}'s weight {weight}%: {answer['why']}")
+
+    try:
+        own = _own_traffic(url, [host.name], settings, time.time(), cohort + baseline)
+        verdict = _steps(host, settings, [f"{host.name}/{n}" for n in cohort], [f"{host.name}/{n}" for n in baseline],
+                         {"cohort": ([host.name], cohort), "baseline": ([host.name], baseline)}, frontdoor.BACKEND,
+                         f"{host.name}'s front door requests", lambda _, weight: weigh(weight), own, plan["url"],
+                         "host")
+    except Exception as exc:  # noqa: BLE001 (any failure of the analysis is the canary's failure)
+        verdict = {"passed": False, "why": f"the analysis failed on {host.name}: {type(exc).__name__}: {exc}",
+                   "evidence": None}
+    try:
+        weigh(frontdoor.WEIGHT)
+    except RuntimeError as exc:
+        if verdict["passed"]:
+            verdict = {"passed": False, "why": f"the canary passed, but {exc}", "evidence": verdict["evidence"]}
+    if verdict["passed"]:
+        host.log_styled(f"vllm: canary passed: {', '.join(cohort)} keep(s) what is staged, back at full weight; "
+                        f"the other instances roll (evidence: {verdict['evidence']})", fg="green", log_func=logger.info)
+    return verdict
 
 
 def _back_layout(state, host, settings: Settings, single: bool, outcome: dict) -> bool:
@@ -393,7 +465,7 @@ def instances_rolled_out(settings: Settings, causes: dict, dropped: list, single
     if causes:
         yield StringCommand(python_script("vllm_switch", *layout_switch_args(settings, causes)))
     outcome: dict = {}
-    yield FunctionCommand(_roll_layout, (settings, list(causes), dropped, single, outcome), {})
+    yield FunctionCommand(_roll_layout, (settings, list(causes), dropped, single, outcome, canary), {})
     if outcome.get("ok"):
         return
     if can_switch_back and causes:
@@ -439,8 +511,10 @@ def _write_json(path: Path, doc: dict) -> None:
 
 def canary_plan(settings: Settings, name: str, fleet: list[tuple[str, str, Settings, list[str]]]) -> dict | None:
     """The host's part in a canary, from the inventory (`fleet`: every host's name, address, settings
-    and groups): {"role": "cohort" or "baseline", "cohort", "baseline", "gateway_url"}; None for a
-    rolling deploy. ValueError naming every problem (llmfleet/rollout.py problems) and its fix."""
+    and groups): {"role": "cohort" or "baseline", "cohort", "baseline", "gateway_url",
+    "frontdoor_url"}; None for a rolling deploy. "frontdoor_url": where a host serving a layout of
+    two or more instances runs its instance canary (None otherwise). ValueError naming every problem
+    (llmfleet/rollout.py problems and instance_problems) and its fix."""
     if settings.rollout_strategy != rollout.CANARY:
         return None
     group = settings.gateway_group
@@ -448,12 +522,16 @@ def canary_plan(settings: Settings, name: str, fleet: list[tuple[str, str, Setti
     layouts = [n for n, _, s, groups in fleet if s.vllm_enabled and group not in groups and vllm_layout.instances(s)]
     gateways = [(address, s.gateway_port) for _, address, s, groups in fleet if group in groups]
     problems = rollout.problems(settings, serving, layouts, bool(gateways))
+    own = vllm_layout.instances(settings) or []
+    problems += rollout.instance_problems(settings, name, [i.name for i in own])
     if problems:
         raise ValueError("; ".join(problems))
-    members = rollout.cohort(settings, serving)
-    address, port = gateways[0]
+    members = rollout.cohort(settings, serving, layouts)
+    address = next((a for n, a, _, _ in fleet if n == name), name)
     return {"role": COHORT if name in members else BASELINE, "cohort": members,
-            "baseline": [h for h in serving if h not in members], "gateway_url": f"http://{address}:{port}"}
+            "baseline": [h for h in serving if h not in members],
+            "gateway_url": f"http://{gateways[0][0]}:{gateways[0][1]}" if gateways else None,
+            "frontdoor_url": f"http://{address}:{settings.vllm_port}" if len(own) >= 2 else None}
 
 
 def canary_pending(name: str) -> None:
@@ -472,6 +550,10 @@ def _await_verdict(host, canary: dict) -> str | None:
     already: a deploy stopped after its canary, or interrupted during it), nothing can judge the
     change: the host is not restarted, and the fix is the operator's choice."""
     if not _pending():
+        if canary.get("frontdoor_url"):  # a layout host's own canary instances judge the change
+            host.log_styled("vllm: canary: no cohort host rolls in this deploy: this host's canary instances judge "
+                            "the change", fg="blue", log_func=logger.info)
+            return None
         return (f"the canary cohort ({', '.join(canary['cohort'])}) has nothing to roll in this deploy (--limit leaves "
                 "it out, or it serves what is staged already), so no canary can judge this change (fix: a deploy "
                 "that includes the cohort on its previous version, or --data rollout_strategy=rolling to roll "
@@ -575,48 +657,68 @@ def _lead(host, settings: Settings, canary: dict, pending: list[str]) -> dict:
             _write_json(_canary_file("verdict"), verdict)
             return verdict
         gevent.sleep(roll.POLL_S)
-    evidence = rollout.Evidence(started=time.time(), cohort=members, baseline=base, prometheus=url)
-    json_path, png_path = rollout.evidence_paths(settings, Path.cwd(), evidence.started, members)
-    scrape_s = settings.monitoring_scrape_interval_s
-    steps = list(settings.rollout_steps)
     # the fleet's own traffic, read once before any synthetic load of this canary (which would count)
     own = _own_traffic(url, members + base, settings, time.time())
-    synthetic_from = None  # the first step that needed synthetic load: every later one gets it too
-    for index, share in enumerate(steps):
-        weight = rollout.weight_for(share, len(members), len(base))
-        achieved = rollout.share_of(weight, len(members), len(base))
+
+    def take(index: int, weight: int) -> None:  # the first step's weight: each cohort host's as it got ready
         if index:
             _write_json(_canary_file("step"), {"index": index, "weight": weight})
             moved = _rotation(current_host.state, host, settings, "ready", weight)
             if not moved["ok"]:
                 raise RuntimeError(f"{host.name} did not take the weight {weight}%: {moved['why']}")
             _await_acks(index, [h for h in pending if h != host.name])
+
+    verdict = _steps(host, settings, members, base, {"cohort": (members, None), "baseline": (base, None)},
+                     gateway.BACKEND, "the gateway's requests", take, own, canary["gateway_url"])
+    _write_json(_canary_file("verdict"), verdict)
+    return verdict
+
+
+def _steps(host, settings: Settings, members: list[str], base: list[str],
+           sides: dict[str, tuple[list[str], list[str] | None]], backend: str, where: str,
+           take: Callable[[int, int], None], own: float, synthetic_url: str, whose: str = "fleet") -> dict:
+    """A canary's analysis, for a cohort of hosts at the gateway or of a layout host's instances at
+    its front door: for each step, its weight (`take`), the warm-up (first step), the window with
+    synthetic load (through `synthetic_url`) where the own traffic is thin, both sides (`sides`:
+    hosts and instances, llmfleet/rollout.py selectors) from Prometheus, the gates; the evidence
+    written. {"passed", "why", "evidence"}."""
+    url = settings.rollout_prometheus_url
+    assert url is not None  # canary_plan refuses a canary without it
+    evidence = rollout.Evidence(started=time.time(), cohort=members, baseline=base, prometheus=url)
+    json_path, png_path = rollout.evidence_paths(settings, Path.cwd(), evidence.started, members)
+    scrape_s = settings.monitoring_scrape_interval_s
+    steps = list(settings.rollout_steps)
+    synthetic_from = None  # the first step that needed synthetic load: every later one gets it too
+    for index, share in enumerate(steps):
+        weight = rollout.weight_for(share, len(members), len(base))
+        achieved = rollout.share_of(weight, len(members), len(base))
+        take(index, weight)
         warmup = settings.rollout_warmup_s if index == 0 else 0
         load_start = time.time()
         window_start = load_start + warmup
         window_end = window_start + settings.rollout_step_s
-        thin = _thin(own, settings, achieved, synthetic_from is not None)
+        thin = _thin(own, settings, achieved, synthetic_from is not None, whose)
         if thin["synthetic"] and synthetic_from is None:
             synthetic_from = index
         host.log_styled(f"vllm: canary: step {index + 1} of {len(steps)}: {', '.join(members)} take(s) "
-                        f"{achieved:.1f}% of the gateway's requests (weight {weight}%, asked {share:g}%); "
+                        f"{achieved:.1f}% of {where} (weight {weight}%, asked {share:g}%); "
                         + (f"warm-up {warmup}s, then " if warmup else "")
                         + f"a {settings.rollout_step_s}s window, "
                         + (f"with synthetic load ({thin['why']})" if thin["synthetic"] else
-                           f"on the fleet's own traffic ({thin['why']})"),
+                           f"on the {whose}'s own traffic ({thin['why']})"),
                         fg="blue", log_func=logger.info)
-        synthetic = _synthetic(settings, canary["gateway_url"], warmup + settings.rollout_step_s, index) \
+        synthetic = _synthetic(settings, synthetic_url, warmup + settings.rollout_step_s, index) \
             if thin["synthetic"] else None
         _sleep_until(window_end + scrape_s + 1)  # Prometheus holds the window's last samples
         window = settings.rollout_step_s
-        sides = {side: rollout.measure(lambda q, at: _prometheus(url, q, at), hosts, window_end, window,
-                                       gateway.BACKEND) for side, hosts in (("cohort", members), ("baseline", base))}
-        verdicts = rollout.judge(settings.rollout_gates.model_dump(), sides["cohort"], sides["baseline"],
+        measured = {side: rollout.measure(lambda q, at: _prometheus(url, q, at), hosts, window_end, window, backend,
+                                          instances) for side, (hosts, instances) in sides.items()}
+        verdicts = rollout.judge(settings.rollout_gates.model_dump(), measured["cohort"], measured["baseline"],
                                  settings.rollout_min_requests)
-        step = rollout.Step(share, weight, round(achieved, 2), window_start, window_end, synthetic, sides["cohort"],
-                            sides["baseline"], verdicts,
-                            {"cohort": rollout.queries(members, window, gateway.BACKEND),
-                             "baseline": rollout.queries(base, window, gateway.BACKEND)})
+        step = rollout.Step(share, weight, round(achieved, 2), window_start, window_end, synthetic, measured["cohort"],
+                            measured["baseline"], verdicts,
+                            {side: rollout.queries(hosts, window, backend, instances)
+                             for side, (hosts, instances) in sides.items()})
         evidence.steps.append(step)
         for v in verdicts:
             host.log_styled(f"vllm: canary: step {index + 1}: {v.line()}", fg="green" if v.passed else "red",
@@ -626,15 +728,12 @@ def _lead(host, settings: Settings, canary: dict, pending: list[str]) -> dict:
     evidence.verdict = "passed" if all(s.passed for s in evidence.steps) else "failed"
     rollout.write(evidence, json_path, png_path)
     if evidence.verdict == "passed":
-        verdict = {"passed": True, "why": "", "evidence": str(json_path)}
-    else:
-        last = evidence.steps[-1]
-        failed = "; ".join(v.line() for v in last.verdicts if not v.passed)
-        verdict = {"passed": False, "evidence": str(json_path),
-                   "why": f"at step {len(evidence.steps)} ({last.achieved_pct:.1f}% of the requests): {failed} "
-                          f"(evidence: {json_path}, {png_path.name})"}
-    _write_json(_canary_file("verdict"), verdict)
-    return verdict
+        return {"passed": True, "why": "", "evidence": str(json_path)}
+    last = evidence.steps[-1]
+    failed = "; ".join(v.line() for v in last.verdicts if not v.passed)
+    return {"passed": False, "evidence": str(json_path),
+            "why": f"at step {len(evidence.steps)} ({last.achieved_pct:.1f}% of the requests): {failed} "
+                   f"(evidence: {json_path}, {png_path.name})"}
 
 
 def _await_acks(index: int, others: list[str]) -> None:
@@ -646,19 +745,21 @@ def _await_acks(index: int, others: list[str]) -> None:
         gevent.sleep(roll.POLL_S)
 
 
-def _own_traffic(url: str, hosts: list[str], settings: Settings, at: float) -> float:
-    """The fleet's own traffic: requests its serving hosts finished per second over the window before
-    the analysis (the cohort's own restart included: its clients went to the others meanwhile)."""
-    return _prometheus(url, rollout.fleet_rate_query(hosts, settings.rollout_step_s), at) or 0.0
+def _own_traffic(url: str, hosts: list[str], settings: Settings, at: float, instances: list[str] | None = None
+                 ) -> float:
+    """The fleet's own traffic: requests its serving hosts (or a layout host's instances) finished
+    per second over the window before the analysis (the cohort's own restart included: its clients
+    went to the others meanwhile)."""
+    return _prometheus(url, rollout.fleet_rate_query(hosts, settings.rollout_step_s, instances), at) or 0.0
 
 
-def _thin(rate: float, settings: Settings, achieved_pct: float, already: bool) -> dict:
+def _thin(rate: float, settings: Settings, achieved_pct: float, already: bool, whose: str = "fleet") -> dict:
     """Whether the fleet's own traffic (`rate`, requests per second) would give the cohort
     rollout_min_requests in a window at this step's share: if not, the window gets synthetic load
     (and so does every later one: `already`, the load of an earlier step is not the fleet's)."""
     expected = rate * achieved_pct / 100 * settings.rollout_step_s
     short = expected < settings.rollout_min_requests
-    why = (f"the fleet finished {rate:.2f} requests/s over the {settings.rollout_step_s}s before the analysis: about "
+    why = (f"the {whose} finished {rate:.2f} requests/s over the {settings.rollout_step_s}s before the analysis: about "
            f"{expected:.0f} for the cohort in a window, {'fewer than' if short else 'at least'} rollout_min_requests "
            f"= {settings.rollout_min_requests}")
     thin = already or short
@@ -666,8 +767,9 @@ def _thin(rate: float, settings: Settings, achieved_pct: float, already: bool) -
 
 
 def _synthetic(settings: Settings, gateway_url: str, duration_s: float, index: int) -> dict:
-    """The group's probe mix through the gateway at rollout_synthetic_rps for `duration_s`
-    (llmfleet/probe/synthetic.py, a process of its own; the API key on its stdin): what it sent."""
+    """The group's probe mix through the gateway (or a layout host's front door) at
+    rollout_synthetic_rps for `duration_s` (llmfleet/probe/synthetic.py, a process of its own; the
+    API key on its stdin): what it sent."""
     key = read_key_file(settings.vllm_api_key_file, "vllm_api_key_file") if settings.vllm_api_key_file else None
     request = {"url": gateway_url, "model": settings.vllm_served_model_name, "api_key": key,
                "config": probe_config(settings).model_dump(mode="json"), "rate": settings.rollout_synthetic_rps,

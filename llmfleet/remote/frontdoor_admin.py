@@ -12,6 +12,9 @@ configuration; HAProxy 2.6 management guide, docs.haproxy.org/2.6/management.htm
   serving SOCKET BACKEND TIMEOUT_S      wait until every server is UP, at most TIMEOUT_S (after the
                                         front door started or took a new configuration); exits 1
                                         if not, naming each server's status
+  weight SOCKET BACKEND NAME PERCENT    the server's weight, PERCENT of its configured one
+                                        (`set weight B/N P%`: a canary's share, no reload), then
+                                        read back (`get weight B/N`: "current (initial)")
 
 Prints one JSON object: {"ok": bool, "seconds": float, "why": str, ...}; for state
 {"servers": {name: {"status", "sessions"}}}. A front door that is not running, or that does not
@@ -90,6 +93,15 @@ def main(argv):
                                   f"{'drain' if command == 'drain' else 'put back'}")
     if command == "state":
         done(start, True, servers=found)
+    if command == "weight":
+        name, percent = argv[3], int(argv[4])
+        if name not in found:
+            done(start, False, f"the front door has no server {name}")
+        answer = ask(path, f"set weight {backend}/{name} {percent}%").strip()
+        now = ask(path, f"get weight {backend}/{name}").strip()
+        if answer or not now[:1].isdigit():
+            done(start, False, f"HAProxy refused `set weight {backend}/{name} {percent}%`: {(answer or now)[:200]}")
+        done(start, True, weight=int(now.split()[0]))
     name, timeout_s = argv[3], float(argv[4])
     if name not in found:
         done(start, True, skipped=f"the front door has no server {name} yet (it is added when its configuration "

@@ -1,19 +1,26 @@
 """A serving layout on a lab host: lab-c4 (onboarded by test_fleet.py, serving
 vllm.service) moves to two instances of the CPU build, each pinned to its own CPU through the unit's
-own properties, behind its HAProxy front door on port 8000. Then: a flag change rolls the
-instances one at a time while the probe sends requests through the front door (no failed request,
-never both instances down), kill -9 of one instance (the front door stops sending to it, systemd
-brings it back, verify passes), bad layouts and a held port refused before any change, and a second
-deploy that changes nothing. Stage "grown": after the fleet tests, which add lab-c4."""
+own properties, behind its HAProxy front door on port 8000. Then: a flag change in a canary goes to
+instance a first, which takes 25% then 50% of the front door's requests by its runtime weight and
+is judged against instance b from the lab's Prometheus before b restarts, while the probe sends
+requests through the front door (no failed request, never both instances down); kill -9 of one
+instance (the front door stops sending to it, systemd brings it back, verify passes), bad layouts
+and a held port refused before any change, and a second deploy that changes nothing. Stage
+"grown": after the fleet tests, which add lab-c4."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import re
 import subprocess
 import time
+from pathlib import Path
+from unittest import mock
 
 import pytest
-from harness import BIN, ROOT, api_key, env, lab_ssh, run, state
+from harness import BIN, LAB_ENV, ROOT, api_key, env, lab_ssh, run, state
 
 from llmfleet.lab import poller
 
@@ -108,7 +115,37 @@ def test_a_host_moves_from_vllm_service_to_two_pinned_instances_behind_its_front
         "offered_rps"] / 2
 
 
-def test_a_flag_change_rolls_one_instance_at_a_time_while_the_probe_sees_no_failed_request(lab, laid_out, tmp_path):
+@contextlib.contextmanager
+def monitored_as_laid_out():
+    """The lab's Prometheus scrapes lab-c4's instances (each through the front door's metrics port,
+    labelled vllm_instance) as `llmfleet monitoring` renders them for a host with the layout, then
+    what the inventory says again (the lab's group data has no layout)."""
+    from llmfleet import monitoring
+    from llmfleet.inventory import validated
+    from llmfleet.lab import services
+    from llmfleet.lab.config import LabPaths
+    from llmfleet.lab.state import LabState
+    from llmfleet.settings import validate
+
+    def write(layout: list[dict] | None) -> None:
+        with mock.patch.dict(os.environ, LAB_ENV), contextlib.chdir(ROOT):
+            paths = LabPaths.from_env()
+            found = [(h, validate(h["name"], h["data"] | {"vllm_layout": layout}) if h["name"] == HOST else s)
+                     for h, s in validated("inventories/lab.py")]
+            monitoring.write("inventories/lab.py", monitoring.hosts_from(found), services.prometheus_config_dir(paths))
+            state = LabState.load(paths)
+            assert state is not None
+            services.reload(state.services["prometheus"])
+
+    write(TWO)
+    try:
+        yield
+    finally:
+        write(None)
+
+
+def test_a_flag_change_goes_to_one_instance_first_judged_against_the_other_while_the_probe_sees_no_failed_request(
+        lab, laid_out, tmp_path):
     before = pids()
     sampler = subprocess.Popen([str(BIN / "llmfleet"), "lab", "ssh", HOST, "--", SAMPLER], cwd=ROOT, env=env(),
                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
@@ -119,9 +156,10 @@ def test_a_flag_change_rolls_one_instance_at_a_time_while_the_probe_sees_no_fail
                              cwd=ROOT, env=env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     started = time.monotonic()
     try:
-        time.sleep(3)
-        proc = deploy('vllm_flags={"dtype": "float32", "max-model-len": 1024, "enforce-eager": true, '
-                      '"max-num-seqs": 16}')
+        with monitored_as_laid_out():
+            time.sleep(3)
+            proc = deploy('vllm_flags={"dtype": "float32", "max-model-len": 1024, "enforce-eager": true, '
+                          '"max-num-seqs": 16}', "rollout_strategy=canary", "rollout_evidence_dir=reports/rollouts")
         rolled_s = time.monotonic() - started
     finally:
         probe.terminate()
@@ -133,6 +171,20 @@ def test_a_flag_change_rolls_one_instance_at_a_time_while_the_probe_sees_no_fail
     assert all(after[u] != before[u] for u in UNITS), (before, after)  # each instance restarted
     for unit in UNITS:
         assert out.count(f"vllm: {unit}: ready in") == 1, out[-3000:]  # once
+    # a first, at 24.8% then 50% of the front door's requests (weights 33% and 100% against b's
+    # 100), judged against b on the lab's Prometheus; b restarted only after the verdict
+    steps = re.findall(r"vllm: canary: step (\d) of 2: lab-c4/a take\(s\) ([0-9.]+)% of lab-c4's front door requests "
+                       r"\(weight (\d+)%", out)
+    assert steps == [("1", "24.8", "33"), ("2", "50.0", "100")], out[-4000:]
+    assert "FAIL" not in out and out.count("vllm: canary: step 2: pass ") == 8, out[-4000:]
+    passed = out.index("vllm: canary passed: a keep(s) what is staged, back at full weight")
+    assert out.index("vllm: vllm-a.service: ready in") < passed < out.index("vllm: vllm-b.service: ready in"), \
+        out[-4000:]
+    evidence = json.loads(Path(re.search(r"evidence: (\S+\.json)\)", out[passed:]).group(1)).read_text())
+    assert evidence["verdict"] == "passed" and evidence["cohort"] == ["lab-c4/a"] and \
+        evidence["baseline"] == ["lab-c4/b"], evidence
+    assert 'vllm_instance=~"b"' in evidence["steps"][0]["queries"]["baseline"]["ttft_p95_s"]
+    assert all(s["cohort"]["requests"] >= 10 and s["baseline"]["requests"] >= 10 for s in evidence["steps"])
     # never both at once: at no sample were both instances down (not listening, or answering other
     # than 200); an answer slower than the sampler's 1 s is an instance alive on a busy machine
     rows = [line.split() for line in samples.splitlines() if len(line.split()) == 3]

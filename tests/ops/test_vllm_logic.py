@@ -199,13 +199,16 @@ def test_under_serial_a_host_pyinfra_failed_stops_the_roll(gate):
 
 # ---- a canary: who is in the cohort, and the others' wait for its verdict -------------------------
 
-def _fleet(settings, **data):
+def _fleet(settings, layout=None, **data):
+    """gw-1 and gpu-1 to gpu-3; gpu-3 with `layout` (vllm_layout) where given."""
     from llmfleet.settings import validate
 
     base = settings.model_dump() | data
+    laid_out = base | {"vllm_layout": layout, "vllm_flags": base["vllm_flags"] | {"tensor-parallel-size": None}}
     gw = validate("gw-1", base | {"vllm_enabled": False})
-    return [("gw-1", "10.0.0.9", gw, ["gateways"])] + [(f"gpu-{i}", f"10.0.0.{i}", validate(f"gpu-{i}", base), [])
-                                                         for i in (1, 2, 3)]
+    return [("gw-1", "10.0.0.9", gw, ["gateways"])] + [
+        (f"gpu-{i}", f"10.0.0.{i}", validate(f"gpu-{i}", laid_out if layout and i == 3 else base), [])
+        for i in (1, 2, 3)]
 
 
 CANARY = {"rollout_strategy": "canary", "rollout_prometheus_url": "http://prom.internal:9090"}
@@ -219,7 +222,7 @@ def test_the_canary_plan_names_the_cohort_the_baseline_and_the_gateway(settings)
     fleet = _fleet(settings, **CANARY, rollout_canary_hosts=["gpu-2"])
     plan = roll_ops.canary_plan(fleet[2][2], "gpu-2", fleet)
     assert plan == {"role": "cohort", "cohort": ["gpu-2"], "baseline": ["gpu-1", "gpu-3"],
-                    "gateway_url": "http://10.0.0.9:8000"}
+                    "gateway_url": "http://10.0.0.9:8000", "frontdoor_url": None}
     assert roll_ops.canary_plan(fleet[1][2], "gpu-1", fleet)["role"] == "baseline"
 
 
@@ -229,16 +232,62 @@ def test_a_canary_the_inventory_cannot_run_is_refused_before_any_operation(setti
         roll_ops.canary_plan(fleet[0][2], "gpu-1", fleet)
 
 
+TWO = [{"name": "a", "gpus": [0, 1, 2, 3], "port": 8001}, {"name": "b", "gpus": [4, 5, 6, 7], "port": 8002}]
+
+
+def test_a_layout_host_of_two_instances_is_of_the_baseline_and_runs_its_instance_canary_at_its_front_door(settings):
+    fleet = _fleet(settings, TWO, **CANARY)
+    plan = roll_ops.canary_plan(fleet[3][2], "gpu-3", fleet)
+    assert plan["role"] == "baseline" and plan["cohort"] == ["gpu-1"] and plan["frontdoor_url"] == "http://10.0.0.3:8000"
+    assert roll_ops.canary_plan(fleet[1][2], "gpu-1", fleet)["frontdoor_url"] is None
+
+
+def test_an_instance_canary_the_layout_cannot_run_is_refused_before_any_operation(settings):
+    fleet = _fleet(settings, TWO, **CANARY, rollout_canary_instances=["c"])
+    with pytest.raises(ValueError, match=r"gpu-3 serves no instance c \(fix: name instances of its vllm_layout"):
+        roll_ops.canary_plan(fleet[3][2], "gpu-3", fleet)
+
+
 @pytest.fixture
 def baseline_gate(gate, monkeypatch):
-    plan = {"role": "baseline", "cohort": ["gpu-1"], "baseline": ["gpu-2", "gpu-3"], "gateway_url": "http://gw:8000"}
+    plan = {"role": "baseline", "cohort": ["gpu-1"], "baseline": ["gpu-2", "gpu-3"], "gateway_url": "http://gw:8000",
+            "frontdoor_url": None}
 
-    def at(host) -> bool:
+    def at(host, **over) -> bool:
         import gevent
 
         monkeypatch.setattr(gevent, "getcurrent", lambda: _Greenlet())
-        return roll_ops._gate(_State(), host, {"model": "m"}, 1, plan)
+        return roll_ops._gate(_State(), host, {"model": "m"}, 1, plan | over)
     return at
+
+
+def test_a_layout_host_rolls_on_its_own_instance_canary_where_no_cohort_host_rolls(baseline_gate):
+    h3 = _Named("gpu-3")
+    assert baseline_gate(h3, frontdoor_url="http://10.0.0.3:8000") is True
+    assert h3.logged[0] == ("vllm: canary: no cohort host rolls in this deploy: this host's canary instances judge the "
+                            "change")
+
+
+@pytest.mark.parametrize("units,servers,dropped,expected", [
+    # the canary instance first, the other instance its baseline
+    (["vllm-a.service", "vllm-b.service"], ["a", "b"], [], (["a"], ["b"])),
+    # only b changes: b is the cohort (a serves what it did, and is the baseline)
+    (["vllm-b.service"], ["a", "b"], [], (["b"], ["a"])),
+    # an instance the front door does not have yet, or one dropped: no weights to set, no instance canary
+    (["vllm-a.service", "vllm-b.service"], ["a"], [], None),
+    (["vllm-a.service"], ["a", "b"], ["vllm-c.service"], None),
+])
+def test_an_instance_canary_takes_the_canary_instances_that_change(settings, monkeypatch, units, servers, dropped,
+                                                                   expected):
+    from llmfleet.schema import VllmInstance
+
+    monkeypatch.setattr(roll_ops, "_answer", lambda *_: {"ok": True, "servers": dict.fromkeys(servers, {})})
+    instances = {f"vllm-{i['name']}.service": VllmInstance(**i) for i in TWO}
+    plan = roll_ops._instance_plan(_Named("gpu-3"), settings.model_copy(update=CANARY), {"frontdoor_url": "http://x"},
+                                   units, dropped, instances)
+    assert (plan and (plan["cohort"], plan["baseline"])) == expected
+    if plan:
+        assert plan["cohort_units"] == [f"vllm-{n}.service" for n in plan["cohort"]]
 
 
 def test_a_host_outside_the_cohort_rolls_on_the_canarys_pass(baseline_gate):

@@ -36,9 +36,52 @@ def test_a_rolling_deploy_has_no_canary_problems():
 def test_a_canary_without_gateway_hosts_or_prometheus_is_refused_with_both_fixes():
     found = rollout.problems(Settings(rollout_strategy="canary"), SERVING, [], has_gateways=False)
     assert len(found) == 2
-    assert "the inventory has no gateway hosts (group 'gateways')" in found[0] and "rollout_strategy = 'rolling'" in \
-        found[0]
-    assert found[1].startswith("rollout_strategy = 'canary' and rollout_prometheus_url = None")
+    gateways = next(p for p in found if "gateway" in p)
+    assert "the inventory has no gateway hosts (group 'gateways')" in gateways and "rollout_strategy = 'rolling'" in \
+        gateways
+    assert any(p.startswith("rollout_strategy = 'canary' and rollout_prometheus_url = None") for p in found)
+
+
+def test_the_default_cohort_is_the_first_host_without_a_layout():
+    assert rollout.cohort(settings(), SERVING, ["gpu-1"]) == ["gpu-2"]
+
+
+def test_a_fleet_of_layout_hosts_has_no_cohort_of_hosts_and_needs_no_gateway():
+    # each layout host proves a change on its own canary instances, at its front door
+    assert rollout.cohort(settings(), SERVING, SERVING) == []
+    assert rollout.problems(settings(), SERVING, SERVING, has_gateways=False) == []
+
+
+def test_a_cohort_host_with_a_layout_is_refused_naming_the_instance_canary():
+    found = rollout.problems(settings(rollout_canary_hosts=["gpu-1"]), SERVING, ["gpu-1"], has_gateways=True)
+    assert any("gpu-1 serve(s) a layout" in p and "rollout_canary_instances" in p for p in found), found
+
+
+@pytest.mark.parametrize("data,names,message", [
+    ({"rollout_canary_instances": ["c"]}, ["a", "b"],
+     "rollout_canary_instances = ['c']: gpu-1 serves no instance c (fix: name instances of its vllm_layout, ['a', "
+     "'b'], or leave it empty for the first)"),
+    ({"rollout_canary_instances": ["a", "b"]}, ["a", "b"],
+     "every instance of gpu-1's layout is a canary, and none is left to compare them with"),
+    # one instance of two at HAProxy's highest weight, 256 against 100: 71.9% at most
+    ({"rollout_steps": [25.0, 80.0]}, ["a", "b"],
+     "rollout_steps = [25.0, 80.0]: a cohort of 1 instance(s) beside 1 can take at most 71.9% of the requests"),
+])
+def test_an_instance_canary_a_layout_host_cannot_run_is_refused_with_its_fix(data, names, message):
+    found = rollout.instance_problems(settings(**data), "gpu-1", names)
+    assert any(message in p for p in found), found
+
+
+def test_a_layout_of_one_instance_has_no_instance_canary_and_no_problem():
+    assert rollout.instance_problems(settings(rollout_canary_instances=["z"]), "gpu-1", ["a"]) == []
+    assert rollout.instance_cohort(settings(), ["b", "a", "c"]) == ["a"]
+
+
+def test_an_instance_side_reads_its_instances_series_and_its_front_doors_servers():
+    q = rollout.queries(["gpu-1"], 30, "vllm_instances", ["a"])
+    assert 'job="vllm",host=~"gpu\\\\-1",vllm_instance=~"a"' in q["ttft_p95_s"]
+    assert 'job="frontdoor",host=~"gpu\\\\-1",proxy="vllm_instances",server=~"a",code="5xx"' in q["error_ratio"]
+    assert 'vllm_instance=~"a"' in rollout.fleet_rate_query(["gpu-1"], 30, ["a"])
 
 
 @pytest.mark.parametrize("data,message", [
@@ -58,12 +101,6 @@ def test_a_canary_without_gateway_hosts_or_prometheus_is_refused_with_both_fixes
 def test_a_canary_the_inventory_cannot_run_is_refused_with_its_fix(data, message):
     found = rollout.problems(settings(**data), SERVING, [], has_gateways=True)
     assert any(message in p for p in found), found
-
-
-def test_a_cohort_host_with_a_layout_is_refused():
-    found = rollout.problems(settings(rollout_canary_hosts=["gpu-2"]), SERVING, ["gpu-2"], has_gateways=True)
-    assert found == ["rollout_canary_hosts: gpu-2 serve(s) a layout (vllm_layout): a canary cohort is hosts without "
-                     "one (fix: other hosts, or rollout_strategy = 'rolling')"]
 
 
 def test_the_default_cohort_is_the_first_serving_host_by_name():

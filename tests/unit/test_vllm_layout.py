@@ -190,8 +190,8 @@ def test_the_front_door_balances_over_the_instances_and_holds_no_secret(tmp_path
     settings = ok(vllm_layout="2x4", vllm_api_key_file=str(key), frontdoor_timeout_s=1200)
     cfg = frontdoor.render_config(settings, vllm_layout.instances(settings))
     lines = [ln.strip() for ln in cfg.splitlines()]
-    for line in ("bind 0.0.0.0:8000", "bind 0.0.0.0:8404", "balance leastconn", "option httpchk GET /health",
-                 "http-check expect status 200", "default-server inter 2000 fall 3 rise 2",
+    for line in ("bind 0.0.0.0:8000", "bind 0.0.0.0:8404", "balance roundrobin", "option httpchk GET /health",
+                 "http-check expect status 200", "default-server inter 2000 fall 3 rise 2 weight 100",
                  "server a 127.0.0.1:8001 check", "server b 127.0.0.1:8002 check",
                  "timeout client 1200s", "timeout server 1200s",
                  "http-request use-service prometheus-exporter if { path /metrics }",
