@@ -318,11 +318,11 @@ def _roll_layout(state, host, settings: Settings, units: list[str], dropped: lis
     if serving:
         plan = _instance_plan(host, settings, canary, units, dropped, instances)
         first = plan["cohort_units"] if plan else []
-        for unit in first + [u for u in units if u not in first]:
+        order = first + [u for u in units if u not in first]
+        for unit in order:
             result = _restart_instance(host, settings, instances[unit], drain=True)
             if not result["ok"]:
-                done = first if unit in first else first + [u for u in units if u not in first]
-                outcome.update(result, rolled=done[:done.index(unit) + 1])
+                outcome.update(result, rolled=order[:order.index(unit) + 1])
                 return True
             if plan and unit == first[-1]:
                 verdict = _instance_canary(host, settings, plan)
