@@ -648,3 +648,30 @@ def test_a_ready_host_is_back_in_rotation_before_its_slot_goes_to_the_next(setti
         held_then.append((word, rolls.get(roll_ops.ROLL).holders())) or {"ok": True, "why": "", "note": "back"}))
     assert roll_ops._wait_ready(_State(groups=GATEWAYS), h1, settings, {}, True) is True
     assert held_then == [("ready", ["h1"])] and rolls.get(roll_ops.ROLL).holders() == []
+
+
+@pytest.mark.parametrize("passed", [True, False])
+def test_a_layout_hosts_canary_instance_restarts_first_and_the_others_only_on_a_pass(settings, monkeypatch, gate,
+                                                                                    passed):
+    from llmfleet import vllm_layout
+
+    layout = _fleet(settings, TWO, **CANARY)[3][2]
+    restarted, judged = [], []
+    monkeypatch.setattr(roll_ops, "run", lambda host, command, sudo=True: (True, ""))  # every instance active
+    monkeypatch.setattr(roll_ops, "_answer", lambda *_: {"ok": True, "servers": {"a": {}, "b": {}}})
+    monkeypatch.setattr(roll_ops, "_restart_instance",
+                        lambda host, s, inst, drain: restarted.append(inst.name) or {"ok": True, "seconds": 1})
+    verdict = {"passed": passed, "why": "" if passed else "at step 1 (24.8% of the requests): FAIL ttft_p95_ratio",
+               "evidence": "e.json"}
+    monkeypatch.setattr(roll_ops, "_instance_canary",
+                        lambda host, s, plan: judged.append((list(restarted), plan["cohort"])) or verdict)
+    outcome: dict = {}
+    units = [i.unit_name for i in vllm_layout.instances(layout) or []]
+    roll_ops._roll_layout(_State(), _Named("gpu-3"), layout, units, [], False, outcome,
+                          {"frontdoor_url": "http://10.0.0.3:8000"})
+    assert judged == [(["a"], ["a"])]  # judged once a (and only a) served the change
+    if passed:
+        assert restarted == ["a", "b"] and outcome["ok"] is True
+    else:  # b never restarted; the operation switches the host back and restarts a alone
+        assert restarted == ["a"]
+        assert outcome == {"ok": False, "why": verdict["why"], "label": "canary failed", "rolled": ["vllm-a.service"]}
