@@ -152,6 +152,10 @@ rollout_warmup_s = 15
 rollout_step_s = 15
 rollout_min_requests = 10
 rollout_synthetic_rps = 8.0
+# per class: at 25% the cohort's window gets about 30 synthetic requests, 9 of the mix's "short" and 8
+# of its "medium" (its shares): 5 a class compares those two in most windows; a class's latency gate
+# also needs a one-sided Mann-Whitney p below 0.01 over the comparisons (rollout_class_significance)
+rollout_min_class_requests = 5
 rollout_gates = {"ttft_p95_ratio": 2.5, "itl_p95_ratio": 3.0, "e2e_p95_ratio": 3.0, "itl_p95_floor_s": 0.05,
                  "error_ratio_increase": 0.01,
                  "generated_tokens_shift": 1.0, "preemptions_per_request_increase": 0.2, "kv_cache_peak_increase": 0.5}

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from llmfleet import templates
+from llmfleet import rollout, templates
 from llmfleet.remote import python_script
 from llmfleet.vllm import INSTANCE_HOST
 
@@ -66,4 +66,5 @@ def render_config(settings: Settings, instances: list[VllmInstance] | None) -> s
         admin_socket=ADMIN_SOCKET, timeout_s=settings.frontdoor_timeout_s, bind_host=settings.vllm_host,
         port=settings.vllm_port, metrics_port=settings.frontdoor_metrics_port,
         check_interval_ms=settings.frontdoor_check_interval_ms, rise=RISE, fall=FALL, weight=WEIGHT,
+        synthetic_header=rollout.SYNTHETIC_HEADER, served_by_header=rollout.SERVED_BY_HEADER,
         servers=[{"name": i.name, "address": INSTANCE_HOST, "port": i.port} for i in instances])

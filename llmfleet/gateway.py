@@ -98,7 +98,8 @@ def render_config(settings: Settings, servers: list[Server]) -> str:
         metrics_port=settings.gateway_metrics_port, check_interval_ms=settings.gateway_check_interval_ms,
         rise=RISE, fall=FALL, agent_port=settings.gateway_agent_port,
         agent_interval_ms=settings.gateway_agent_interval_ms, backend=BACKEND, servers=servers,
-        weight=rollout.CONFIGURED_WEIGHT)
+        weight=rollout.CONFIGURED_WEIGHT, synthetic_header=rollout.SYNTHETIC_HEADER,
+        served_by_header=rollout.SERVED_BY_HEADER)
 
 
 def render_agent(settings: Settings) -> dict[str, str]:

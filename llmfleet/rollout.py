@@ -34,6 +34,11 @@ if TYPE_CHECKING:
 CONFIGURED_WEIGHT = 100  # every server of the gateway's backend (templates/gateway/haproxy.cfg.j2): N% is weight N
 MAX_WEIGHT = 256  # HAProxy's highest server weight (CFG 5.2 "weight"; a relative agent answer is capped there)
 CANARY, ROLLING = "canary", "rolling"
+# a canary's synthetic requests carry SYNTHETIC_HEADER; the gateway and the front door answer them
+# with SERVED_BY_HEADER, the server that answered (HAProxy 2.6 CFG 7.3.3 "srv_name", 4.2
+# "http-response set-header" with a log-format value), so the synthetic client can tell the cohort's
+# answers from the baseline's by class (the per-class gates; vLLM's histograms carry no class)
+SYNTHETIC_HEADER, SERVED_BY_HEADER = "X-Llmfleet-Synthetic", "X-Llmfleet-Server"
 
 
 @dataclass(frozen=True)
@@ -268,8 +273,8 @@ class GateVerdict:
         def fmt(v: float | None) -> str:
             return "none" if v is None else f"{v:.4g}"
         word = "pass" if self.passed else "FAIL"
-        if self.gate == "requests":
-            return (f"{word} requests: {self.label}: cohort {fmt(self.cohort)}, baseline {fmt(self.baseline)} "
+        if self.gate.split("[")[0] == "requests":
+            return (f"{word} {self.gate}: {self.label}: cohort {fmt(self.cohort)}, baseline {fmt(self.baseline)} "
                     f"(at least {self.threshold:g} each)" + (f": {self.why}" if self.why else ""))
         slower = ("" if self.floor is None or self.cohort is None or self.baseline is None
                   else f"; slower by {fmt(self.cohort - self.baseline)} s, floor {self.floor:g} s")
@@ -279,7 +284,7 @@ class GateVerdict:
 
 
 def _how(gate: str) -> str:
-    return {"ratio": "ratio", "increase": "difference", "shift": "shift"}[GATES[gate].how]
+    return {"ratio": "ratio", "increase": "difference", "shift": "shift"}[GATES[gate.split("[")[0]].how]
 
 
 def judge(gates: dict[str, float], cohort_side: dict[str, float | None], baseline_side: dict[str, float | None],
@@ -301,6 +306,73 @@ def judge(gates: dict[str, float], cohort_side: dict[str, float | None], baselin
             passed, why = True, f"within the floor ({gate.floor})"
         out.append(GateVerdict(name, gate.label, threshold, c, b, value, passed, why, floor))
     return out
+
+
+# the per-class gates: the overall gate each one applies per class of the probe's mix, and what it
+# reads from a side's synthetic answers of the class
+CLASS_GATES = {"ttft_p95_ratio": "ttft_s", "e2e_p95_ratio": "e2e_s", "error_ratio_increase": "failed"}
+
+
+def class_verdicts(gates: dict[str, float], by_side: dict[str, dict[str, dict]], min_requests: int,
+                   alpha: float) -> list[GateVerdict]:
+    """Per class of the probe's mix, from the synthetic load's answers by side (llmfleet/probe/
+    synthetic.py "by_side"): P95 TTFT and end-to-end latency against the same ratio and floor as the
+    overall gates, and the share of failed requests against error_ratio_increase. A latency gate
+    fails only where the cohort's answers are also slower beyond chance: a one-sided Mann-Whitney U
+    test (scipy.stats.mannwhitneyu), p below `alpha` divided by the number of latency comparisons
+    (Bonferroni): a P95 of a dozen requests moves a lot between two windows of the same server. A
+    class with fewer than `min_requests` on either side is not compared, and says so."""
+    from scipy.stats import mannwhitneyu
+
+    cohort, baseline = by_side.get("cohort", {}), by_side.get("baseline", {})
+    classes = sorted(set(cohort) | set(baseline))
+    compared = [c for c in classes if cohort.get(c, {}).get("requests", 0) >= min_requests
+                and baseline.get(c, {}).get("requests", 0) >= min_requests]
+    tests = max(1, 2 * len(compared))
+    out = []
+    for cls in classes:
+        c, b = cohort.get(cls, {}), baseline.get(cls, {})
+        if cls not in compared:
+            out.append(GateVerdict(f"requests[{cls}]", f"class {cls}: synthetic requests in the window", min_requests,
+                                   c.get("requests", 0), b.get("requests", 0), None, True,
+                                   "not compared: too few on a side (rollout_min_class_requests)"))
+            continue
+        for gate, key in CLASS_GATES.items():
+            label = f"class {cls}: " + GATES[gate].label.replace("at the gateway", "").strip()
+            name = f"{gate}[{cls}]"
+            if key == "failed":
+                cv, bv = c["failed"] / c["requests"], b["failed"] / b["requests"]
+                value, passed, why = _compare("increase", cv, bv, gates[gate])
+                out.append(GateVerdict(name, label.replace("5xx answers", "failed requests"), gates[gate], cv, bv,
+                                       value, passed, why))
+                continue
+            xs, ys = c[key], b[key]
+            floor_name = GATES[gate].floor
+            floor = gates[floor_name] if floor_name else None
+            if len(xs) < 2 or len(ys) < 2:
+                out.append(GateVerdict(name, label, gates[gate], None, None, None, True,
+                                       "not compared: too few answered", floor))
+                continue
+            cv, bv = _p95(xs), _p95(ys)
+            value, passed, why = _compare("ratio", cv, bv, gates[gate])
+            if not passed and floor is not None and cv - bv <= floor + 1e-12:
+                passed, why = True, f"within the floor ({floor_name})"
+            if not passed:
+                p = float(mannwhitneyu(xs, ys, alternative="greater").pvalue)
+                if p >= alpha / tests:
+                    passed, why = True, (f"not significant: Mann-Whitney p = {p:.3g}, at least {alpha:g} / {tests} "
+                                         "(rollout_class_significance)")
+                else:
+                    why = f"Mann-Whitney p = {p:.3g} < {alpha:g} / {tests}"
+            out.append(GateVerdict(name, label, gates[gate], cv, bv, value, passed, why, floor))
+    return out
+
+
+def _p95(xs: list[float]) -> float:
+    """The 95th percentile, interpolated between the closest ranks (numpy's default)."""
+    import numpy
+
+    return float(numpy.percentile(xs, 95))
 
 
 def _compare(how: str, c: float | None, b: float | None, threshold: float) -> tuple[float | None, bool, str]:

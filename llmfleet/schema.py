@@ -1050,6 +1050,15 @@ class RolloutSettings(_Section):
     """Requests each side must have finished in a window for a verdict. Where the fleet's own traffic
     would give the cohort fewer, the group's probe mix (probe_mix) is sent through a gateway as
     synthetic load at rollout_synthetic_rps during the window; fewer still fails the step."""
+    rollout_min_class_requests: Annotated[PositiveInt, PACES_A_DEPLOY] = 20
+    """Per class of the probe's mix (probe_mix), the synthetic requests each side must have answered
+    in a window for the class's own gates (P95 TTFT and end-to-end latency, failed share); a class
+    with fewer is not compared, and says so. Only synthetic load has classes: the gateway and the
+    front door name the server that answered each synthetic request."""
+    rollout_class_significance: Annotated[float, Field(gt=0, lt=1), PACES_A_DEPLOY] = 0.01
+    """A class's latency gate fails only where the cohort is also slower beyond chance: a one-sided
+    Mann-Whitney U test, p below this divided by the number of the window's class latency
+    comparisons (Bonferroni)."""
     rollout_synthetic_rps: Annotated[float, Field(gt=0), PACES_A_DEPLOY] = 2.0
     """The synthetic load's rate (requests per second, open loop, through the gateway: the cohort gets
     its step's share). At the first step it must give the cohort rollout_min_requests in a window."""

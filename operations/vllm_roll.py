@@ -707,14 +707,18 @@ def _steps(host, settings: Settings, members: list[str], base: list[str],
                         + (f"with synthetic load ({thin['why']})" if thin["synthetic"] else
                            f"on the {whose}'s own traffic ({thin['why']})"),
                         fg="blue", log_func=logger.info)
-        synthetic = _synthetic(settings, synthetic_url, warmup + settings.rollout_step_s, index) \
+        servers = {side: instances or hosts for side, (hosts, instances) in sides.items()}
+        synthetic = _synthetic(settings, synthetic_url, warmup + settings.rollout_step_s, index, servers, warmup) \
             if thin["synthetic"] else None
         _sleep_until(window_end + scrape_s + 1)  # Prometheus holds the window's last samples
         window = settings.rollout_step_s
         measured = {side: rollout.measure(lambda q, at: _prometheus(url, q, at), hosts, window_end, window, backend,
                                           instances) for side, (hosts, instances) in sides.items()}
-        verdicts = rollout.judge(settings.rollout_gates.model_dump(), measured["cohort"], measured["baseline"],
-                                 settings.rollout_min_requests)
+        gates = settings.rollout_gates.model_dump()
+        verdicts = rollout.judge(gates, measured["cohort"], measured["baseline"], settings.rollout_min_requests)
+        if synthetic:  # the probe's classes: the synthetic answers by side (the fleet's own carry no class)
+            verdicts += rollout.class_verdicts(gates, synthetic.get("by_side", {}), settings.rollout_min_class_requests,
+                                               settings.rollout_class_significance)
         step = rollout.Step(share, weight, round(achieved, 2), window_start, window_end, synthetic, measured["cohort"],
                             measured["baseline"], verdicts,
                             {side: rollout.queries(hosts, window, backend, instances)
@@ -766,14 +770,16 @@ def _thin(rate: float, settings: Settings, achieved_pct: float, already: bool, w
     return {"synthetic": thin, "why": why, "rate": rate}
 
 
-def _synthetic(settings: Settings, gateway_url: str, duration_s: float, index: int) -> dict:
+def _synthetic(settings: Settings, gateway_url: str, duration_s: float, index: int,
+               sides: dict[str, list[str]] | None = None, window_from_s: float = 0.0) -> dict:
     """The group's probe mix through the gateway (or a layout host's front door) at
     rollout_synthetic_rps for `duration_s` (llmfleet/probe/synthetic.py, a process of its own; the
     API key on its stdin): what it sent."""
     key = read_key_file(settings.vllm_api_key_file, "vllm_api_key_file") if settings.vllm_api_key_file else None
     request = {"url": gateway_url, "model": settings.vllm_served_model_name, "api_key": key,
                "config": probe_config(settings).model_dump(mode="json"), "rate": settings.rollout_synthetic_rps,
-               "duration_s": duration_s, "seed": settings.probe_seed + index}
+               "duration_s": duration_s, "seed": settings.probe_seed + index, "sides": sides or {},
+               "window_from_s": window_from_s}
     proc = subprocess.Popen([sys.executable, "-m", "llmfleet.probe.synthetic"], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     out, err = proc.communicate(json.dumps(request))

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import aiohttp
 
 from llmfleet.probe.config import ProbeError
+from llmfleet.rollout import SERVED_BY_HEADER
 
 
 @dataclass
@@ -54,6 +55,7 @@ class Result:
     chunks: int = 0
     done_s: float | None = None  # from the trial's start
     good: bool = False  # met every SLO of its class and the overall ones (set by load.judge)
+    served_by: str | None = None  # the server a load balancer says answered (rollout.SERVED_BY_HEADER)
 
     def latency_or_inf(self, which: str) -> float:
         """ttft_s or e2e_s of a request that succeeded; inf for a failure (it counts against the SLA)."""
@@ -105,6 +107,7 @@ async def send(session: aiohttp.ClientSession, url: str, headers: dict, model: s
         # stall_timeout_s, moved on with each line (a timer per line, not a task per line)
         async with asyncio.timeout_at(deadline) as limit:
             async with session.post(url, json=payload(model, p, ignore_eos), headers=headers) as resp:
+                r.served_by = resp.headers.get(SERVED_BY_HEADER)
                 if resp.status != 200:
                     body = (await resp.text())[:300]
                     r.error_kind, r.error = "http", f"HTTP {resp.status}: {_message(body)}"

@@ -201,7 +201,8 @@ def growth(samples: list[tuple[float, int]]) -> float:
 
 async def run(endpoint: Endpoint, api_key: str | None, config: ProbeConfig, planned: list[Planned],
               offered_rps: float, progress: Callable[[int, int, int], None] | None = None,
-              stop_early: bool = True, server_view: ServerView | None = None) -> Trial:
+              stop_early: bool = True, server_view: ServerView | None = None,
+              extra_headers: dict[str, str] | None = None) -> Trial:
     watch_sla = SlaWatch(config, planned)
     # no cycle collection while the trial runs: a pass over every tracked object stalls the loop for
     # milliseconds, and the client makes no cyclic garbage to collect (measured: 5,000 requests at
@@ -212,7 +213,7 @@ async def run(endpoint: Endpoint, api_key: str | None, config: ProbeConfig, plan
     gc.disable()
     try:
         return await _run(endpoint, api_key, config, planned, offered_rps, progress, stop_early, server_view,
-                          watch_sla)
+                          watch_sla, extra_headers or {})
     finally:
         gc.unfreeze()
         if collecting:
@@ -221,9 +222,9 @@ async def run(endpoint: Endpoint, api_key: str | None, config: ProbeConfig, plan
 
 async def _run(endpoint: Endpoint, api_key: str | None, config: ProbeConfig, planned: list[Planned],
                offered_rps: float, progress, stop_early: bool, server_view: ServerView | None,
-               watch_sla: SlaWatch) -> Trial:
+               watch_sla: SlaWatch, extra_headers: dict[str, str]) -> Trial:
     url = f"{endpoint.base_url}/v1/completions"
-    headers = auth_headers(api_key)
+    headers = auth_headers(api_key) | extra_headers
     results: dict[int, Result] = {}
     live: dict[int, Result] = {}
     tasks: dict[int, asyncio.Task] = {}

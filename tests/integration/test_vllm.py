@@ -195,6 +195,9 @@ def test_a_regressed_change_is_stopped_at_the_canary_on_synthetic_load_and_rolle
     gate = (r"FAIL (ttft|e2e)_p95_ratio: P95 [a-z -]+\(s\): cohort [0-9.e+-]+, baseline [0-9.e+-]+ \(ratio [0-9.e+-]+, "
             r"at most (2\.5|3); slower by [0-9.e+-]+ s, floor [0-9.]+ s\)")
     assert re.search(gate, failed.group(1)), failed.group(1)
+    # and per class of the probe's mix, from the synthetic answers lab-gw1 says lab-c1 gave
+    assert re.search(r"FAIL (ttft|e2e)_p95_ratio\[[a-z_]+\]: class [a-z_]+: .*Mann-Whitney p = ", failed.group(1)), \
+        failed.group(1)
     assert "switched back to the previous version, which is serving again" in out, out[-3000:]
     doc = evidence_of(failed.group(1))
     assert doc["verdict"] == "failed" and len(doc["steps"]) == 1 and not doc["steps"][0]["passed"]

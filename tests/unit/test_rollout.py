@@ -221,3 +221,58 @@ def test_the_evidence_is_json_and_a_plot(tmp_path):
     assert doc["verdict"] == "failed" and doc["steps"][0]["passed"] is False
     assert [v["gate"] for v in doc["steps"][0]["verdicts"] if not v["passed"]] == ["e2e_p95_ratio"]
     assert png_path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+# ---- per class of the probe's mix: the synthetic load's answers by side -------------------------------
+
+def _side(ttft: list[float], failed: int = 0) -> dict:
+    return {"requests": len(ttft) + failed, "failed": failed, "ttft_s": ttft, "e2e_s": [t + 0.3 for t in ttft]}
+
+
+def test_a_class_slower_on_the_cohort_beyond_chance_fails_its_own_gate():
+    by_side = {"cohort": {"long": _side([0.9 + 0.01 * i for i in range(25)]), "short": _side([0.05] * 25)},
+               "baseline": {"long": _side([0.2 + 0.01 * i for i in range(25)]), "short": _side([0.05] * 25)}}
+    verdicts = rollout.class_verdicts(GATES, by_side, 20, 0.01)
+    failed = [v for v in verdicts if not v.passed]
+    assert [v.gate for v in failed] == ["ttft_p95_ratio[long]", "e2e_p95_ratio[long]"]  # short is alike
+    assert failed[0].line().startswith("FAIL ttft_p95_ratio[long]: class long: P95 time to first token (s): cohort "
+                                       "1.128, baseline 0.428 (ratio 2.636, at most 1.5; slower by 0.7 s, floor "
+                                       "0.05 s): Mann-Whitney p = ")
+
+
+def test_a_class_whose_p95_moves_on_a_few_slow_answers_is_not_significant_and_passes():
+    # the same distribution on both sides, but the cohort's two slowest answers are slow: its P95
+    # reads far above the baseline's, its answers are not slower as a whole
+    fast = [0.05 + 0.002 * i for i in range(23)]
+    by_side = {"cohort": {"medium": _side(fast + [0.6, 0.7])}, "baseline": {"medium": _side(fast + [0.1, 0.1])}}
+    ttft = next(v for v in rollout.class_verdicts(GATES, by_side, 20, 0.01) if v.gate == "ttft_p95_ratio[medium]")
+    assert ttft.passed and ttft.value > 1.5 and "not significant: Mann-Whitney p = " in ttft.why
+
+
+def test_a_class_with_too_few_answers_on_a_side_is_not_compared_and_says_so():
+    by_side = {"cohort": {"very_long": _side([1.0] * 3)}, "baseline": {"very_long": _side([0.1] * 30)}}
+    (v,) = rollout.class_verdicts(GATES, by_side, 20, 0.01)
+    assert v.passed and v.line() == ("pass requests[very_long]: class very_long: synthetic requests in the window: "
+                                     "cohort 3, baseline 30 (at least 20 each): not compared: too few on a side "
+                                     "(rollout_min_class_requests)")
+
+
+def test_a_class_whose_requests_fail_on_the_cohort_fails_the_error_gate():
+    by_side = {"cohort": {"short": _side([0.05] * 20, failed=5)}, "baseline": {"short": _side([0.05] * 25)}}
+    failed = [v.gate for v in rollout.class_verdicts(GATES, by_side, 20, 0.01) if not v.passed]
+    assert failed == ["error_ratio_increase[short]"]
+
+
+def test_the_synthetic_answers_go_to_the_side_whose_server_answered_them_after_the_warm_up():
+    from llmfleet.probe.client import Result
+    from llmfleet.probe.synthetic import by_side
+
+    def r(cls, at, server, ok=True):
+        return Result(0, cls, at, True, 10, 10, ok=ok, ttft_s=0.1 if ok else None, e2e_s=0.5 if ok else None,
+                      served_by=server)
+    results = [r("short", 1.0, "gpu-1"), r("short", 20.0, "gpu-1"), r("short", 20.0, "gpu-2"),
+               r("long", 21.0, "gpu-3", ok=False), r("long", 22.0, None, ok=False)]  # refused: no server named
+    out = by_side(results, {"cohort": ["gpu-1"], "baseline": ["gpu-2", "gpu-3"]}, window_from_s=15.0)
+    assert out == {"cohort": {"short": {"requests": 1, "failed": 0, "ttft_s": [0.1], "e2e_s": [0.5]}},
+                   "baseline": {"short": {"requests": 1, "failed": 0, "ttft_s": [0.1], "e2e_s": [0.5]},
+                                "long": {"requests": 1, "failed": 1, "ttft_s": [], "e2e_s": []}}}
