@@ -146,6 +146,9 @@ gateway_agent_interval_ms = 500
 # requests moves by half between two windows of the same server, and their mean output length (the
 # mix asks 4 to 192 tokens) as much. The inter-token floor is two of vLLM's buckets (0.01, 0.025,
 # 0.05): a healthy change's P95 read 35 ms against the baseline's 9.5 ms once (a clean-clone run).
+# The TTFT floor is 0.25 s: two instances of lab-c4, each pinned to one of the 2 cores that the
+# synthetic client and the other hosts share, read 0.153 s against 0.044 s on a healthy change (a
+# clean-clone run at deb33ef); the regressed change is 0.78 to 1.9 s slower.
 rollout_prometheus_url = service_url("prometheus")
 rollout_steps = [25.0, 50.0]
 rollout_warmup_s = 15
@@ -157,6 +160,7 @@ rollout_synthetic_rps = 8.0
 # also needs a one-sided Mann-Whitney p below 0.01 over the comparisons (rollout_class_significance)
 rollout_min_class_requests = 5
 rollout_gates = {"ttft_p95_ratio": 2.5, "itl_p95_ratio": 3.0, "e2e_p95_ratio": 3.0, "itl_p95_floor_s": 0.05,
+                 "ttft_p95_floor_s": 0.25,
                  "error_ratio_increase": 0.01,
                  "generated_tokens_shift": 1.0, "preemptions_per_request_increase": 0.2, "kv_cache_peak_increase": 0.5}
 # the self-audit every minute, and an audit (a self-audit or the control machine's) older than 144 s is
