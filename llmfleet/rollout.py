@@ -310,7 +310,9 @@ def judge(gates: dict[str, float], cohort_side: dict[str, float | None], baselin
 
 # the per-class gates: the overall gate each one applies per class of the probe's mix, and what it
 # reads from a side's synthetic answers of the class
-CLASS_GATES = {"ttft_p95_ratio": "ttft_s", "e2e_p95_ratio": "e2e_s", "error_ratio_increase": "failed"}
+CLASS_GATES = {"ttft_p95_ratio": ("ttft_s", GATES["ttft_p95_ratio"].label),
+               "e2e_p95_ratio": ("e2e_s", GATES["e2e_p95_ratio"].label),
+               "error_ratio_increase": ("failed", "share of failed requests")}
 
 
 def class_verdicts(gates: dict[str, float], by_side: dict[str, dict[str, dict]], min_requests: int,
@@ -337,14 +339,12 @@ def class_verdicts(gates: dict[str, float], by_side: dict[str, dict[str, dict]],
                                    c.get("requests", 0), b.get("requests", 0), None, True,
                                    "not compared: too few on a side (rollout_min_class_requests)"))
             continue
-        for gate, key in CLASS_GATES.items():
-            label = f"class {cls}: " + GATES[gate].label.replace("at the gateway", "").strip()
-            name = f"{gate}[{cls}]"
+        for gate, (key, what) in CLASS_GATES.items():
+            label, name = f"class {cls}: {what}", f"{gate}[{cls}]"
             if key == "failed":
                 cv, bv = c["failed"] / c["requests"], b["failed"] / b["requests"]
                 value, passed, why = _compare("increase", cv, bv, gates[gate])
-                out.append(GateVerdict(name, label.replace("5xx answers", "failed requests"), gates[gate], cv, bv,
-                                       value, passed, why))
+                out.append(GateVerdict(name, label, gates[gate], cv, bv, value, passed, why))
                 continue
             xs, ys = c[key], b[key]
             floor_name = GATES[gate].floor
