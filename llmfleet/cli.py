@@ -13,7 +13,7 @@ from rich.table import Table
 
 from llmfleet.command import Group, console, err
 from llmfleet.onboard import STAGES
-from llmfleet.probe.cli import probe_group
+from llmfleet.probe.cli import probe_group, tune_cmd
 
 
 @click.group(cls=Group)
@@ -23,6 +23,7 @@ def main() -> None:
 
 
 main.add_command(probe_group)  # llmfleet probe: llmfleet/probe/cli.py
+main.add_command(tune_cmd)  # llmfleet tune: llmfleet/probe/cli.py, beside the probe it measures with
 
 
 @main.group(cls=Group)

@@ -131,6 +131,18 @@ def agent_command(settings: Settings, state: str) -> str:
     return python_script("gateway_agent", "ready", AGENT_STATE, str(up_wait_s(settings)))
 
 
+def hold_command(settings: Settings, who: str) -> str:
+    """The host command that holds the host out of rotation (`llmfleet tune`): drained as by
+    agent_command, and a roll's "ready" leaves it drained until release_command."""
+    return python_script("gateway_agent", "hold", AGENT_STATE, str(drained_wait_s(settings)),
+                         str(settings.vllm_port), str(settings.vllm_drain_timeout_s), who)
+
+
+def release_command(settings: Settings) -> str:
+    """The host command that ends a hold and puts the host back in rotation (as agent_command's ready)."""
+    return python_script("gateway_agent", "release", AGENT_STATE, str(up_wait_s(settings)))
+
+
 def weight_command(settings: Settings, percent: int) -> str:
     """The host command that sets the agent's answer to "ready N%" (a canary's share: N% of the
     configured weight) and waits until every gateway has asked the agent."""

@@ -1080,6 +1080,46 @@ class RolloutSettings(_Section):
     and one PNG per rollout, named by its start time and cohort."""
 
 
+class TuneSettings(_Section):
+    """tune: `llmfleet tune INVENTORY --limit HOST` searches vLLM flags, environment variables and
+    serving layouts on one host against the group's probe mix and SLOs (probe_*), and writes the
+    winner as group data with its provenance (llmfleet/tune.py: the search; llmfleet/tune_host.py:
+    the host's part). Objective: effective throughput, the probe's search. Every setting here paces
+    a run: none is a host's state."""
+
+    tune_space: Annotated[dict[str, Any] | None, PACES_A_DEPLOY] = None
+    """What to search: {"flags": {flag: [values] or {"min", "max", "step"}}, "env": {variable:
+    [values]}, "layouts": [vllm_layout values]}, each part optional (None among a flag's values:
+    the flag left out, vLLM's default; None among layouts: vllm.service). Numbers are searched in
+    ascending order. Each candidate is the host's group data with these values replaced, and is
+    validated as a deploy validates it. None: nothing to tune (`llmfleet tune` says so)."""
+    tune_max_starts: Annotated[PositiveInt, PACES_A_DEPLOY] = 12
+    """Server starts (a candidate deployed) the search may spend; at the limit it stops with the
+    best so far and says so. A second run with a higher limit resumes from the journal."""
+    tune_min_gain: Annotated[float, Field(ge=0, lt=1), PACES_A_DEPLOY] = 0.05
+    """A neighbour replaces the incumbent only when its effective throughput is higher by more than
+    this share (a gain inside the probe's precision is not one)."""
+    tune_top: Annotated[PositiveInt, PACES_A_DEPLOY] = 2
+    """How many of the best candidates are measured again (tune_repeats searches each) for their
+    confidence intervals; the winner is the best mean among them."""
+    tune_repeats: Annotated[PositiveInt, PACES_A_DEPLOY] = 2
+    """Searches of each top candidate after the first (so 1 + this many measurements give its
+    interval, Student's t at 95%)."""
+    tune_max_preemptions_per_request: Annotated[float, Field(ge=0), PACES_A_DEPLOY] = 0.05
+    """A candidate that met its SLOs with more preemptions per request than this at its effective
+    rate is rejected (vLLM recomputes a preempted request; the margin is gone). This project's
+    judgment."""
+    tune_min_kv_headroom: Annotated[float, Field(ge=0, lt=1), PACES_A_DEPLOY] = 0.05
+    """A candidate whose KV cache peaked above 1 minus this at its effective rate is rejected: no
+    headroom for a longer request than the mix's. This project's judgment."""
+    tune_confirm_tolerance: Annotated[float, Field(gt=0, lt=1), PACES_A_DEPLOY] = 0.25
+    """`llmfleet tune --confirm`: a host whose P95 end-to-end latency at the tuned rate is more than
+    this share above the group's median, or which misses an SLO there, is named an outlier."""
+    tune_dir: Annotated[str, Field(min_length=1), PACES_A_DEPLOY] = "reports/tune"
+    """Where a tune's journal and report go on the control machine (relative: to the project's root):
+    <host>.journal.jsonl, <host>.json, <host>.png and <host>.snippet.py."""
+
+
 class NodeExporterSettings(_Section):
     """node_exporter: the distribution's Prometheus node exporter (prometheus-node-exporter) on every
     host, on host_service_ports["node_exporter"], with its textfile collector folder holding
@@ -1278,6 +1318,9 @@ class SelfAuditSettings(_Section):
     self_audit_interval_s: Annotated[int, Field(ge=60, strict=True)] = 3600
     """Seconds between two self-audits (and AuditTooOld fires when the last is older than
     audit_alerts.max_age_h)."""
+    self_audit_first_run_s: Annotated[int, Field(ge=1, strict=True)] = 60
+    """Seconds from the timer's start (a boot, a deploy that changed it) to the first self-audit:
+    the services settle first."""
     self_audit_dir: AbsPath = "/opt/llmfleet/self-audit"
     """Where its Python environment and llmfleet's code go on the host."""
     self_audit_packages: Annotated[list[PipRequirement], Field(min_length=1)] = [
@@ -1408,8 +1451,8 @@ SECTIONS: tuple[type[_Section], ...] = (
     MirrorsSettings, BasePackagesSettings, KernelCmdlineSettings, RebootSettings, ThpSettings, LimitsSettings,
     SysctlsSettings, ChronySettings, ModuleBlacklistSettings, GpuProfilesSettings, GpuInterconnectSettings,
     GpuBurninSettings, GpuHealthSettings, NvidiaDriverSettings, CudaToolkitSettings, GpuClocksSettings,
-    VllmSettings, FrontdoorSettings, GatewaySettings, RolloutSettings, NodeExporterSettings, DcgmExporterSettings,
-    LogForwardingSettings,
+    VllmSettings, FrontdoorSettings, GatewaySettings, RolloutSettings, TuneSettings, NodeExporterSettings,
+    DcgmExporterSettings, LogForwardingSettings,
     MonitoringSettings,
     AuditSettings, SelfAuditSettings, ProbeSettings, ModelStorageSettings, OnboardingSettings)
 
@@ -1423,6 +1466,7 @@ class Settings(OnboardingSettings,
                LogForwardingSettings,
                DcgmExporterSettings,
                NodeExporterSettings,
+               TuneSettings,
                RolloutSettings,
                GatewaySettings,
                FrontdoorSettings,

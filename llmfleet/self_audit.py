@@ -13,7 +13,7 @@ What the deploy puts on a host (operations/self_audit.py):
   the fleet's pip mirrors) and llmfleet's own code (the package, verify/, templates/) unpacked from
   one bundle whose name is its content's hash;
 - ``llmfleet-self-audit.service`` (oneshot, idle I/O, low CPU priority) and its timer, every
-  ``self_audit_interval_s`` (and FIRST_RUN_S after each boot).
+  ``self_audit_interval_s`` (and ``self_audit_first_run_s`` after each boot).
 
 A run: the verify suite on ``local://`` (``-m "not acceptance"``: the state checks a control audit
 runs), read by the same code as the control audit's results (llmfleet/audit/state_drift.py), and the
@@ -50,7 +50,6 @@ FINGERPRINT_FILE = f"{CONF_DIR}/fingerprint.json"
 STATE_DIR = "/var/lib/llmfleet/self-audit"  # the last run's report (last.json)
 METRICS_FILE = "llmfleet_self_audit.prom"  # in node_exporter_textfile_dir
 UNIT = "llmfleet-self-audit"  # .service (oneshot) and .timer
-FIRST_RUN_S = 60  # after the timer starts (at boot, after a deploy that changed it): the services settle first
 SOURCE = "self"  # the metrics' source label
 # what goes into the bundle: the package, the verify suite, the templates it renders, pytest's configuration
 BUNDLE_PARTS = ("llmfleet", "verify", "templates", "pyproject.toml")
@@ -131,7 +130,8 @@ def units(settings: Settings) -> dict[str, str]:
     return {f"{UNIT}.service": templates.render("self_audit", "llmfleet-self-audit.service.j2",
                                                 command=command(settings), src=current_src(settings)),
             f"{UNIT}.timer": templates.render("self_audit", "llmfleet-self-audit.timer.j2",
-                                              interval_s=settings.self_audit_interval_s, first_s=FIRST_RUN_S)}
+                                              interval_s=settings.self_audit_interval_s,
+                                              first_s=settings.self_audit_first_run_s)}
 
 
 # ------------------------------------------------------------------------------------------------

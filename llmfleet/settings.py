@@ -71,10 +71,23 @@ def validate(host_name: str, data: dict[str, Any]) -> Settings:
             # that cannot be served (llmfleet/vllm_layout.py)
             problems = (guardrails(settings) + service_problems(settings) + probe_problems(settings)
                         + interconnect_problems(settings) + vllm_layout.problems(settings)
-                        + monitoring.problems(settings))
+                        + monitoring.problems(settings) + tune_problems(settings))
             if not problems:
                 return settings
     raise SettingsError(f"host {host_name}: " + "; ".join(problems))
+
+
+def tune_problems(settings: Settings) -> list[str]:
+    """A tune_space that cannot be searched (llmfleet/tune.py names the entry and the fix)."""
+    from llmfleet.tune import Space, SpaceError
+
+    if settings.tune_space is None:
+        return []
+    try:
+        Space.parse(settings.tune_space)
+    except SpaceError as exc:
+        return [str(exc)]
+    return []
 
 
 def interconnect_problems(settings: Settings) -> list[str]:

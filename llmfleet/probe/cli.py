@@ -437,3 +437,130 @@ def probe_mix_cmd(log: Path, classes: int, out: Path | None, seed: int) -> None:
     if out:
         out.write_text(mix.as_yaml(learnt))
         err.print(f"mix file: {out} (llmfleet probe URL --mix {out})", highlight=False)
+
+
+# ---- llmfleet tune ----------------------------------------------------------------------------------
+
+@click.command("tune")
+@click.argument("inventory")
+@click.option("--limit", "limit", multiple=True, required=True,
+              help="The host to tune (one); with --confirm, the hosts or groups to confirm on (repeatable).")
+@click.option("--data", multiple=True, help="Override a setting, as pyinfra's --data (repeatable): part of the "
+              "host's configured state, which the tune starts from and puts back.")
+@click.option("--max-starts", type=click.IntRange(min=0), help="Server starts the search may spend (tune_max_starts).")
+@click.option("--out-of-service", is_flag=True, help="The host serves no one: tune it although nothing fronts it.")
+@click.option("--out-dir", type=click.Path(file_okay=False, path_type=Path),
+              help="Folder of the journal and the report (tune_dir).")
+@click.option("--confirm", "confirm", type=_FILE, help="A tune's report (JSON): probe its configuration briefly "
+              "on every host of --limit, at its effective rate, and name the outliers.")
+def tune_cmd(inventory: str, limit: tuple[str, ...], data: tuple[str, ...], max_starts: int | None,
+             out_of_service: bool, out_dir: Path | None, confirm: Path | None) -> None:
+    """Search vLLM flags, environment and serving layouts on one host (tune_space in group data)
+    for the highest effective throughput under the group's mix and SLOs (the probe's search), and
+    write the winner as group data with its provenance, or say the current configuration is best.
+    The host is taken out of service first (held out of the gateway's rotation) and put back in
+    its configured state at the end, serving. Each trial goes to a journal: an interrupted tune
+    run again resumes. Exit 0: done; 1: stopped (a signal, or --confirm found outliers); 2: it
+    could not run."""
+    from llmfleet import tune_host
+    from llmfleet.probe import load
+
+    if confirm:
+        sys.exit(_confirm(inventory, list(limit), list(data), confirm))
+    if len(limit) != 1:
+        raise click.UsageError(f"--limit {' '.join(limit)}: tune one host at a time (fix: --limit HOST; --confirm "
+                               "takes several)")
+    th = tune_host.prepare(inventory, limit[0], list(data), out_of_service,
+                           log=lambda m: err.print(m, highlight=False, markup=False, soft_wrap=True))
+    folder = out_dir or _project_path(th.settings.tune_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    load.stop_on_signals()
+    doc = tune_host.run(th, fleet_config(th), folder, max_starts)
+    _write_tune(doc, folder)
+
+
+def fleet_config(th):
+    from llmfleet.probe.config import from_settings
+
+    return from_settings(th.settings)
+
+
+def _project_path(path: str) -> Path:
+    from llmfleet.inventory import ROOT
+
+    p = Path(path)
+    return p if p.is_absolute() else ROOT / p
+
+
+def _write_tune(doc: dict, folder: Path) -> None:
+    """The report as JSON, PNG and a table; the snippet in its own file."""
+    import json
+
+    from rich.table import Table
+
+    from llmfleet import tune, tune_host
+
+    name = doc["host"]
+    (folder / f"{name}.json").write_text(json.dumps(doc, indent=2, default=str) + "\n")
+    tune_host.plot(doc, folder / f"{name}.png")
+    table = Table(title=f"llmfleet tune: {name} ({doc['out_of_service']})")
+    for col in ("candidate", "status", "effective req/s", "95% CI", "P95 e2e ms", "starts", "reason"):
+        table.add_column(col)
+    for t in doc["trials"]:
+        values = tune.measurements(tune.Trial(**t))
+        mean, half = tune.figures(tune.Trial(**t)) if values else (None, None)
+        ci = f"+/- {half:.2g} (n={len(values)})" if half not in (None, float("inf")) else ""
+        table.add_row(t["candidate"], t["status"], f"{mean:.3g}" if mean is not None else "-", ci,
+                      f"{t['p95_ms']:.0f}" if t["p95_ms"] is not None else "-", str(t["starts"]), t["reason"][:120])
+    Console(width=max(console.width, 160)).print(table)
+    console.print(f"{doc['starts']} server start(s) against a {doc['grid_size']}-point grid, {doc['seconds']:.0f} s",
+                  highlight=False)
+    console.print(doc["statement"], highlight=False)
+    if doc["snippet"]:
+        (folder / f"{name}.snippet.py").write_text(doc["snippet"])
+        console.print("the winner as group data:\n" + doc["snippet"], highlight=False, markup=False)
+        console.print(f"snippet: {folder / (name + '.snippet.py')}", highlight=False)
+    console.print(f"report: {folder / (name + '.json')}, picture: {folder / (name + '.png')}", highlight=False)
+
+
+def _confirm(inventory: str, limit: list[str], data: list[str], path: Path) -> int:
+    """Probe the tuned configuration briefly on each host at its effective rate; 1 if a host does
+    not serve it or stands out (llmfleet/tune_host.py outliers)."""
+    import json
+
+    from llmfleet import tune_host
+    from llmfleet.inventory import validated
+    from llmfleet.probe import fleet
+    from llmfleet.probe import run as probe_run
+
+    doc = json.loads(path.read_text())
+    winner = doc.get("winner")
+    if not winner:
+        raise tune_host.TuneError(f"--confirm {path}: the tune has no winner (fix: a tune's report with one)")
+    rate = winner["effective_rps_mean"]
+    results: dict[str, dict] = {}
+    differ: dict[str, str] = {}
+    tolerance = None
+    for h, settings in validated(inventory, data, limit):
+        if not settings.vllm_enabled:
+            continue
+        tolerance = settings.tune_confirm_tolerance if tolerance is None else tolerance
+        why = tune_host.not_serving(settings, winner)
+        if why:
+            differ[h["name"]] = why
+            continue
+        t = fleet.target_of(h["name"], settings, h["data"].get("ssh_hostname") or h["name"])
+        rep = probe_run.run_probe(t.url, t.model, t.api_key, fleet.from_settings(settings), rate=rate, host=h["name"])
+        o = rep.trials[-1].overall if rep.trials else None
+        results[h["name"]] = {"passed": rep.passed, "p95_ms": o.e2e_ms.p95 if o else None, "reasons": rep.reasons}
+    odd = tune_host.outliers(results, tolerance or 0.25)
+    for name, r in results.items():
+        p95 = f"{r['p95_ms']:.0f} ms" if r["p95_ms"] is not None else "-"
+        console.print(f"{name}: {rate:g} req/s: P95 e2e {p95}: " + (f"OUTLIER: {odd[name]}" if name in odd else "ok"),
+                      highlight=False)
+    for name, why in differ.items():
+        console.print(f"{name}: does not serve the tuned configuration: {why} (fix: the snippet in its group data, "
+                      "then a deploy)", highlight=False)
+    console.print(f"confirmed on {len(results) - len(odd)} of {len(results) + len(differ)} host(s) at {rate:g} req/s "
+                  f"({winner['candidate']})", highlight=False)
+    return 1 if odd or differ else 0

@@ -43,9 +43,10 @@ def run_probe(url: str, model: str, api_key: str | None, config: ProbeConfig, *,
               tensor_parallel: int = 1, model_dir: Path | None = None, model_dtype: str | None = None,
               baseline_file: Path | None = None, show_progress: bool = False, stop_early: bool = True,
               log=None, trace: Path | None = None, speed: float = 1.0, trace_warmup_s: float = 0.0,
-              server_view: bool = True) -> report.ProbeReport:
+              server_view: bool = True, floor: bool = False) -> report.ProbeReport:
     """A check trial at ``rate`` (or check_rps), the search (``search_mode``), or the replay of a
-    request log (``trace``, at ``speed``); ``server_view``: sample the endpoint's /metrics meanwhile."""
+    request log (``trace``, at ``speed``); ``server_view``: sample the endpoint's /metrics meanwhile.
+    ``floor`` (a search): ``rate`` must hold, or the search ends with no effective rate."""
     log = log or (lambda msg: print(msg, file=sys.stderr))
     where = host or url
     tok = load_tokenizer(tokenizer) if tokenizer else None
@@ -82,7 +83,7 @@ def run_probe(url: str, model: str, api_key: str | None, config: ProbeConfig, *,
 
     effective: report.Effective | None = None
     if search_mode:
-        effective = _search(trial, trials, where, rate, config)
+        effective = _search(trial, trials, where, rate, config, floor)
     else:
         trial(None if trace else (rate or config.check_rps))
 
@@ -123,7 +124,7 @@ def _length_problems(config: ProbeConfig, endpoint: Endpoint, where: str, fixed:
 
 
 def _search(trial, trials: list[load.Trial], where: str, rate: float | None,
-            config: ProbeConfig) -> report.Effective:
+            config: ProbeConfig, floor: bool = False) -> report.Effective:
     """The search for the effective rate, a trial (``trial``) at each rate it tries."""
     def searched(r: float) -> Outcome:
         if load.STOP.is_set():
@@ -132,7 +133,7 @@ def _search(trial, trials: list[load.Trial], where: str, rate: float | None,
         return _outcome(trial(r))
 
     res = search(searched, rate or config.search_start_rps, config.search_max_rps, config.search_precision,
-                 config.repeats)
+                 config.repeats, floor=floor and rate is not None)
     return report.Effective(rps=res.effective_rps, lowest_failing_rps=res.lowest_failing_rps,
                             relative_uncertainty=res.relative_uncertainty,
                             p95_ms_at_effective=res.p95_ms_at_effective, note=res.note)

@@ -40,7 +40,9 @@ class SearchResult:
 
 
 def search(trial: Callable[[float], Outcome], start: float, max_rate: float, precision: float,
-           repeats: int) -> SearchResult:
+           repeats: int, floor: bool = False) -> SearchResult:
+    """``floor``: ``start`` is a rate to hold (llmfleet tune's incumbent's): where it fails, the
+    search ends there, with no effective rate, instead of halving down."""
     res = SearchResult(None, None)
     p95s: dict[float, list[float | None]] = {}
 
@@ -67,6 +69,9 @@ def search(trial: Callable[[float], Outcome], start: float, max_rate: float, pre
                 break
         else:
             res.note = f"the maximum rate {max_rate:g}/s still met the SLO: effective throughput is at least that"
+    elif floor:
+        hi = rate
+        res.note = f"did not hold {start:g}/s, the rate it had to hold"
     else:
         hi = rate
         while rate > start * MIN_RATE_FRACTION:

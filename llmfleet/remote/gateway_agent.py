@@ -11,7 +11,12 @@ wait until the gateways have acted on it.
                                      has none
   ready STATE WAIT_S [PERCENT]       "ready 100%" (back in rotation at its weight), then WAIT_S (the
                                      gateways have asked the agent and their checks have the host up);
-                                     with PERCENT, "ready PERCENT%" (a canary's share of the requests)
+                                     with PERCENT, "ready PERCENT%" (a canary's share of the requests).
+                                     Not while the host is held (below): "why" says by what
+  hold STATE WAIT_S PORT TIMEOUT_S WHO  the host held out of rotation (`llmfleet tune`): WHO written
+                                     to the hold file beside STATE, then as drain; until release, a
+                                     "ready" (a roll's) leaves it drained
+  release STATE WAIT_S               the hold file removed, then as ready
 
 Prints one JSON object: {"ok": bool, "seconds": float, "why": str, "requests": the last count read
 or None}. The state file is written whole (a temporary file renamed over it): an agent answering
@@ -60,12 +65,26 @@ def done(ok, why="", requests=None):
     sys.exit(0)
 
 
+def hold_file(state):
+    return os.path.join(os.path.dirname(state), "hold")
+
+
 action, state = sys.argv[1], sys.argv[2]
+if action == "release":
+    if os.path.exists(hold_file(state)):
+        os.remove(hold_file(state))
+    action = "ready"
 if action == "ready":
+    if os.path.exists(hold_file(state)):
+        with open(hold_file(state)) as f:
+            done(True, f"held out of rotation by {f.read().strip()}: left drained (the hold ends with its release)")
     percent = int(sys.argv[4]) if len(sys.argv) > 4 else 100
     write_state(state, f"ready {percent}%")
     time.sleep(float(sys.argv[3]))
     done(True)
+if action == "hold":
+    write_state(hold_file(state), sys.argv[6])
+    action = "drain"
 if action != "drain":
     done(False, f"unknown action {action!r}")
 wait_s, port, timeout_s = float(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5])

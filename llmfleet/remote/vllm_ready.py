@@ -16,6 +16,10 @@ import urllib.request
 
 from _helpers import api_key  # llmfleet/remote/_helpers.py, sent along by python_script
 
+# between two looks (the unit's state, then /health): a restart's wait ends within this of ready,
+# and each look costs two `systemctl show` and one request on the host
+POLL_S = 0.5
+
 port, name, timeout_s, restarts0, key_file = sys.argv[1], sys.argv[2], float(sys.argv[3]), int(sys.argv[4]), \
     sys.argv[5]
 service = sys.argv[6] if len(sys.argv) > 6 else "vllm.service"
@@ -70,5 +74,5 @@ while time.monotonic() - start < timeout_s:
         last = f"HTTP {exc.code} from {exc.url}"
     except (OSError, ValueError) as exc:
         last = f"{type(exc).__name__}: {exc}"
-    time.sleep(2)
+    time.sleep(POLL_S)
 done(False, f"not ready within {timeout_s:.0f}s (vllm_ready_timeout_s); last: {last}; {journal()}")

@@ -177,9 +177,15 @@ def deploy_at_once(limits: tuple[str, ...], *extra: str, logs: dict[str, Path] |
     return rc, output
 
 
-def boot_ids() -> dict[str, str]:
-    """Each lab host's boot id (changes with every boot, containers included)."""
-    return {name: lab_ssh(name, "cat /proc/sys/kernel/random/boot_id").stdout.strip() for name in state()["hosts"]}
+def boot_ids(names: list[str] | None = None) -> dict[str, str]:
+    """Each lab host's boot id (changes with every boot, containers included), or those ``names``;
+    asked at once (the emulated VM answers its ssh banner slowly)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    names = names or list(state()["hosts"])
+    with ThreadPoolExecutor(len(names)) as pool:
+        ids = pool.map(lambda n: lab_ssh(n, "cat /proc/sys/kernel/random/boot_id").stdout.strip(), names)
+    return dict(zip(names, ids, strict=True))
 
 
 @dataclass

@@ -162,3 +162,17 @@ def test_drain_of_a_host_whose_vllm_does_not_answer_has_nothing_to_wait_for(tmp_
     answer = agent("drain", str(tmp_path / "state"), "0", "9", "30")
     assert answer["ok"] and answer["requests"] is None and "does not answer" in answer["why"], answer
 
+
+
+def test_a_held_host_stays_drained_through_a_rolls_ready_until_its_release(tmp_path, metrics):
+    state = tmp_path / "agent" / "state"
+    port = metrics([(0, 0)])
+    answer = agent("hold", str(state), "0", str(port), "30", "llmfleet tune since 2026-12-07T13:00:00+00:00")
+    assert answer["ok"] and state.read_text() == "drain\n", answer
+    # a roll of the host (a tune's candidate deploy) puts it back as it ends: the hold keeps it out
+    answer = agent("ready", str(state), "0")
+    assert answer["ok"] and state.read_text() == "drain\n", answer
+    assert answer["why"].startswith("held out of rotation by llmfleet tune since 2026-12-07T13:00:00+00:00"), answer
+    answer = agent("release", str(state), "0")
+    assert answer["ok"] and state.read_text() == "ready 100%\n" and not (state.parent / "hold").exists(), answer
+    assert agent("ready", str(state), "0", "50")["ok"] and state.read_text() == "ready 50%\n"  # an ordinary roll again

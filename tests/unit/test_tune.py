@@ -12,13 +12,14 @@ import pytest
 from llmfleet import tune
 
 SPACE = {"flags": {"max-num-seqs": [32, 8, 16, 64], "max-num-batched-tokens": {"min": 256, "max": 1024, "step": 256}},
-         "layouts": [None, "2x4"]}
+         "layouts": ["1x8", "2x4"]}
 
 
 def landscape(c: tune.Candidate) -> float:
     """Effective throughput of a candidate: best at max-num-seqs 32, 768 tokens, layout 2x4."""
     f = dict(c.flags)
-    return 100 - abs(f["max-num-seqs"] - 32) - abs(f["max-num-batched-tokens"] - 768) / 16 + (20 if c.layout else 0)
+    bonus = 20 if c.layout == "2x4" else 0
+    return 100 - abs(f["max-num-seqs"] - 32) - abs(f["max-num-batched-tokens"] - 768) / 16 + bonus
 
 
 def measurer(calls: list, fail: set[str] = frozenset()):
@@ -70,7 +71,7 @@ def test_a_candidate_that_fails_is_recorded_with_the_servers_reason_and_the_sear
     space = tune.Space.parse(SPACE)
     journal = tune.Journal(tmp_path / "journal.jsonl")
     start = space.nearest({"max-num-seqs": 16, "max-num-batched-tokens": 768}, None)
-    failing = tune.Candidate((("max-num-seqs", 32), ("max-num-batched-tokens", 768)), None)
+    failing = tune.Candidate((("max-num-seqs", 32), ("max-num-batched-tokens", 768)), "1x8")
     best = tune.search(space, start, measurer([], {failing.describe()}), journal, max_starts=100)
     assert journal.trials[failing.key].status == tune.FAILED
     assert journal.trials[failing.key].reason == "the server exited 1: out of memory"
@@ -110,10 +111,78 @@ def test_the_pareto_front_keeps_what_nothing_beats_on_both():
 
 
 def test_the_snippet_is_group_data_with_its_provenance():
-    c = tune.Candidate((("max-num-seqs", 32), ("enable-chunked-prefill", True)), "2x4")
-    text = tune.snippet(c, {"dtype": "float16", "max-num-seqs": 8}, {"host": "gpu-7", "date": "2026-12-07"})
+    c = tune.Candidate((("max-num-seqs", 32), ("enable-chunked-prefill", True), ("max-num-batched-tokens", None)),
+                       "2x4", (("VLLM_CPU_KVCACHE_SPACE", "4"),))
+    text = tune.snippet(c, {"dtype": "float16", "max-num-seqs": 8, "max-num-batched-tokens": 512},
+                        {"OMP_NUM_THREADS": "1"}, {"host": "gpu-7", "date": "2026-12-07"}, layouts=True)
     assert text.splitlines()[:2] == ["# llmfleet tune: host: gpu-7", "# llmfleet tune: date: 2026-12-07"]
-    values = {}
+    values: dict = {}
     exec(compile(ast.parse(text), "snippet", "exec"), {}, values)  # noqa: S102 (our own rendering)
+    # a None value leaves the flag out (vLLM's default), whatever group data had
     assert values == {"vllm_flags": {"dtype": "float16", "max-num-seqs": 32, "enable-chunked-prefill": True},
-                      "vllm_layout": "2x4"}
+                      "vllm_env": {"OMP_NUM_THREADS": "1", "VLLM_CPU_KVCACHE_SPACE": "4"}, "vllm_layout": "2x4"}
+    # a winner on vllm.service says so where the space had layouts, and nothing where it had none
+    plain = tune.Candidate((("max-num-seqs", 32),), None)
+    assert "vllm_layout = None" in tune.snippet(plain, {}, {}, {}, layouts=True)
+    assert "vllm_layout" not in tune.snippet(plain, {}, {}, {}, layouts=False)
+
+
+def test_a_flag_left_out_and_environment_variables_are_points_of_the_space():
+    space = tune.Space.parse({"flags": {"max-num-seqs": [8, 4], "max-num-batched-tokens": [512, None]},
+                              "env": {"VLLM_CPU_KVCACHE_SPACE": ["1", "0"]}, "layouts": ["1x2", "2x1"]})
+    assert space.flags["max-num-batched-tokens"] == [None, 512]  # the flag left out first, then numbers up
+    assert len(space.grid()) == 16 and len({c.key for c in space.grid()}) == 16
+    configured = {"dtype": "float32", "max-num-seqs": 8}
+    start = space.nearest(configured, "1x2", {"VLLM_CPU_KVCACHE_SPACE": "1", "OMP_NUM_THREADS": "1"})
+    assert start.flags == (("max-num-seqs", 8), ("max-num-batched-tokens", None)) and start.env == (
+        ("VLLM_CPU_KVCACHE_SPACE", "1"),)
+    # the configured state itself: measured as it serves, nothing to start
+    assert space.is_exactly(start, configured, "1x2", {"VLLM_CPU_KVCACHE_SPACE": "1", "OMP_NUM_THREADS": "1"})
+    assert not space.is_exactly(start, configured | {"max-num-batched-tokens": 1024}, "1x2",
+                                {"VLLM_CPU_KVCACHE_SPACE": "1"})
+    described = [c.describe() for c in space.neighbours(start)]
+    assert described == [
+        "max-num-seqs 4, max-num-batched-tokens default, VLLM_CPU_KVCACHE_SPACE=1; layout 1x2",
+        "max-num-seqs 8, max-num-batched-tokens 512, VLLM_CPU_KVCACHE_SPACE=1; layout 1x2",
+        "max-num-seqs 8, max-num-batched-tokens default, VLLM_CPU_KVCACHE_SPACE=0; layout 1x2",
+        "max-num-seqs 8, max-num-batched-tokens default, VLLM_CPU_KVCACHE_SPACE=1; layout 2x1"]
+    # a layout of instances in few words
+    assert tune.layout_words([{"name": "a", "gpus": [0, 1], "port": 8001}, {"name": "b", "gpus": [], "cpus": "2"}]) \
+        == "a GPUs 0,1 + b CPUs 2"
+
+
+@pytest.mark.parametrize("raw,message", [
+    ({"env": {"VLLM_CPU_KVCACHE_SPACE": [1, 2]}}, "a list of distinct strings"),
+    ({"layouts": ["2x1", "2x1"]}, "each layout once"),
+    ({"layouts": [None, "2x1"]}, "None (vllm.service) beside serving layouts: a deploy moves a host from vllm.service "
+     "to a layout but not back"),
+    ([1, 2], "a mapping of 'flags', 'env' and 'layouts'"),
+])
+def test_environment_and_layouts_that_cannot_be_searched_are_refused(raw, message):
+    with pytest.raises(tune.SpaceError) as exc:
+        tune.Space.parse(raw)
+    assert message in str(exc.value)
+
+
+@pytest.mark.parametrize("preemptions,requests,kv,expected", [
+    (0, 100, 0.5, ""),
+    (6, 100, 0.5, "6 preemptions over 100 requests (0.060 a request, above tune_max_preemptions_per_request 0.05)"),
+    (0, 100, 0.97, "KV cache peak 97.0%: less than tune_min_kv_headroom 5% left"),
+    (None, 100, None, ""),  # no server view: nothing to judge by
+])
+def test_a_trial_is_rejected_for_preemptions_or_a_full_kv_cache(preemptions, requests, kv, expected):
+    assert tune.rejection(preemptions, requests, kv, max_preemptions_per_request=0.05, min_kv_headroom=0.05) == expected
+
+
+def test_the_top_candidates_rank_by_the_mean_of_every_measurement():
+    a = tune.Trial("a", "a", tune.MEASURED, 10.0, 500, repeats=[6.0, 7.0])  # lucky first search
+    b = tune.Trial("b", "b", tune.MEASURED, 9.0, 600, repeats=[9.0, 9.5])
+    c = tune.Trial("c", "c", tune.REJECTED, 12.0, 400, reason="KV cache")
+    assert [t.key for t in tune.ranked([a, b, c])] == ["b", "a"]
+    assert tune.measurements(a) == [10.0, 6.0, 7.0]
+
+
+def test_the_mix_hash_changes_with_the_mix_and_the_slos():
+    mix = [{"name": "chat", "share": 1.0}]
+    assert tune.mix_hash(mix, {"e2e_p95_ms": 800}) == tune.mix_hash(mix, {"e2e_p95_ms": 800})
+    assert tune.mix_hash(mix, {"e2e_p95_ms": 800}) != tune.mix_hash(mix, {"e2e_p95_ms": 900})
