@@ -33,9 +33,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from llmfleet import gateway, tune
+from llmfleet import frontdoor, gateway, tune
 from llmfleet.errors import LlmfleetError
 from llmfleet.inventory import ROOT, limit_args, read
+from llmfleet.probe.config import ProbeError
 from llmfleet.settings import Settings, SettingsError, validate
 
 DEPLOY = "tune_serving.py"  # what a candidate deploys (the serving components of deploy.py)
@@ -189,9 +190,19 @@ def refused(th: TuneHost, c: tune.Candidate) -> str:
     return ""
 
 
-def deploy(th: TuneHost, c: tune.Candidate | None) -> str:
-    """The candidate (None: the configured state) deployed on the host; "" or why it failed, in the
-    deploy's own words (the server's reason where it did not start)."""
+# what serves on the host, stopped before a candidate's deploy: the held host serves no one, so the
+# deploy starts its servers (a layout's instances together) instead of restarting them one at a time
+# behind the front door (operations/vllm.py _serve_layout: "nothing serves from them now")
+STOP_SERVERS = "systemctl stop vllm.service 'vllm-*.service' 2>/dev/null; echo '{\"ok\": true}'"
+UNKNOWN = "?"  # th.applied after a failed deploy: the next measurement or the put-back deploys again
+
+
+def deploy(th: TuneHost, c: tune.Candidate | None, together: bool = True) -> str:
+    """The candidate (None: the configured state) deployed on the host, its servers stopped first
+    (``together``); "" or why it failed, in the deploy's own words (the server's reason where it did
+    not start)."""
+    if together:
+        _exec(th, STOP_SERVERS)
     args = [sys.executable, "-m", "pyinfra", th.inventory, DEPLOY, "-y", *limit_args([th.name]),
             *[a for kv in candidate_data(th, c) for a in ("--data", kv)]]
     t0 = time.monotonic()
@@ -200,7 +211,8 @@ def deploy(th: TuneHost, c: tune.Candidate | None) -> str:
     if proc.returncode == 0:
         th.applied = "" if c is None or th.serves_configured(c) else c.key
         return ""
-    # a server that did not come up was switched back: the host serves what it served before
+    # what serves now is not known for sure (refused: stopped; not started: switched back)
+    th.applied = UNKNOWN
     return deploy_failure(proc.stdout + proc.stderr, th.name)
 
 
@@ -241,8 +253,14 @@ def measure(th: TuneHost, probe, c: tune.Candidate, floor: float | None) -> tune
             base.status, base.reason, base.starts = tune.FAILED, why, starts
             return base
     th.log(f"{th.name}: measuring {c.describe()}" + (f" (it must hold {floor:g} req/s)" if floor else ""))
-    rep = probe(floor)
     base.starts = starts
+    try:
+        rep = probe(floor)
+    except Interrupted:
+        raise
+    except ProbeError as exc:  # deployed, but it does not serve what the probe asks: the server's answer
+        base.status, base.reason = tune.FAILED, f"deployed, but the probe could not run: {exc}"
+        return base
     return judge(th.settings, c, rep, floor, base)
 
 
@@ -346,7 +364,7 @@ def run(th: TuneHost, config, out_dir: Path, max_starts: int | None = None) -> d
     try:
         # what the host serves is what its group data says (a no-op where it is): the incumbent is
         # measured as configured, whatever a deploy with other --data left on it
-        why = deploy(th, None)
+        why = deploy(th, None, together=False)
         if why:
             raise TuneError(f"host {th.name}: its configured state did not deploy: {why} (fix: llmfleet deploy "
                             f"{th.inventory} --limit {th.name}, then the tune again)")
@@ -403,6 +421,7 @@ def prober(th: TuneHost, config, seen: dict, stopped: Callable[[], str]) -> Call
     def probe(rate: float | None, floor: bool = True):
         if stop_requested():
             raise Interrupted(stopped())
+        answering(target.url, frontdoor.up_wait_s(th.settings) + 30)
         rep = probe_run.run_probe(target.url, target.model, target.api_key, config, search_mode=True, rate=rate,
                                   floor=floor and rate is not None, host=th.name, log=lambda m: th.log("  " + m))
         seen.setdefault("server_version", rep.target.get("server_version"))
@@ -411,6 +430,25 @@ def prober(th: TuneHost, config, seen: dict, stopped: Callable[[], str]) -> Call
         return rep
 
     return probe
+
+
+def answering(url: str, within_s: float) -> bool:
+    """Whether the host's endpoint answers /health with 200 within ``within_s`` (behind a front door:
+    once its checks have an instance UP, which lags the instances' own readiness by `rise` checks)."""
+    import urllib.error
+    import urllib.request
+
+    deadline = time.monotonic() + within_s
+    while True:
+        try:
+            with urllib.request.urlopen(url + "/health", timeout=5) as r:
+                if r.status == 200:
+                    return True
+        except (urllib.error.URLError, OSError):
+            pass
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.5)
 
 
 def _stopped(th: TuneHost, journal: tune.Journal) -> str:

@@ -88,12 +88,13 @@ def test_a_tune_records_a_refused_candidate_resumes_after_sigterm_and_its_winner
     started = time.monotonic()
     second = run(*tune_args(out_dir), check=False, timeout=1800)
     second_s = time.monotonic() - started
+    print("\n".join(ln for ln in second.stderr.splitlines() if not ln.startswith("  ")))  # the tune's own lines
     said = " ".join(second.stderr.split())
     assert second.returncode == 0, said[-4000:] + second.stdout[-2000:]
     assert f"{HOST}: resuming: 2 trial(s)" in said, said[-3000:]
     # nothing the first run measured is measured or deployed again (the start only as a top candidate)
     assert not re.search(rf"measuring {re.escape(START)}(?! again)", said), said[-4000:]
-    assert "deploying max-num-batched-tokens 4" not in said
+    assert f"deploying {REFUSED}" not in said
     doc = json.loads((out_dir / f"{HOST}.json").read_text())
     print(json.dumps({"first_run_s": round(first_s, 1), "second_run_s": round(second_s, 1), "starts": doc["starts"],
                       "grid": doc["grid_size"], "deploys_s": doc["deploys_s"], "statement": doc["statement"],

@@ -142,6 +142,16 @@ def test_search_goes_down_when_the_start_fails_and_says_when_nothing_passes():
     assert res.effective_rps is None and "no rate down to" in res.note
 
 
+def test_a_search_from_a_rate_to_hold_ends_where_that_rate_fails_and_goes_up_where_it_holds():
+    # llmfleet tune's early stop: a neighbour that cannot hold the incumbent's rate is not searched down
+    weak, calls = synthetic(10.0)
+    res = search.search(weak, start=16, max_rate=512, precision=0.1, repeats=1, floor=True)
+    assert res.effective_rps is None and calls == [16] and res.note == "did not hold 16/s, the rate it had to hold"
+    strong, calls = synthetic(40.0)
+    res = search.search(strong, start=16, max_rate=512, precision=0.1, repeats=1, floor=True)
+    assert calls[:2] == [16, 32] and res.effective_rps <= 40.0 < res.lowest_failing_rps
+
+
 def test_search_stops_at_the_maximum_and_says_so():
     trial, _ = synthetic(1000.0)
     res = search.search(trial, start=8, max_rate=64, precision=0.1, repeats=1)

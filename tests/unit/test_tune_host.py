@@ -138,3 +138,24 @@ def test_confirm_says_how_a_host_differs_from_the_tuned_configuration():
     assert tune_host.not_serving(th.settings, same) == ""
     other = same | {"vllm_flags": {"max-num-seqs": 64}, "vllm_layout": None}
     assert tune_host.not_serving(th.settings, other) == "vllm_flags max-num-seqs 128 (tuned: 64)"
+
+
+def test_the_command_tunes_one_host_and_confirm_needs_a_winner_and_names_a_host_that_does_not_serve_it(tmp_path):
+    from click.testing import CliRunner
+
+    from llmfleet.cli import main
+
+    two = CliRunner().invoke(main, ["tune", PROD, "--limit", HOST, "--limit", "gpu-sxm-02.example.internal"])
+    assert two.exit_code == 2 and "tune one host at a time (fix: --limit HOST" in two.output, two.output
+    empty = tmp_path / "empty.json"
+    empty.write_text(json.dumps({"winner": None}))
+    res = CliRunner().invoke(main, ["tune", PROD, "--limit", "v100_sxm2", "--confirm", str(empty)])
+    assert res.exit_code == 2 and "the tune has no winner" in res.output, res.output
+    report = tmp_path / "report.json"
+    report.write_text(json.dumps({"winner": {"candidate": "max-num-seqs 64", "effective_rps_mean": 12.0,
+                                             "vllm_flags": {"max-num-seqs": 64}}}))
+    res = CliRunner().invoke(main, ["tune", PROD, "--limit", "v100_sxm2", "--confirm", str(report)])
+    assert res.exit_code == 1, res.output
+    flat = " ".join(res.output.split())
+    assert f"{HOST}: does not serve the tuned configuration: vllm_flags max-num-seqs" in flat, flat
+    assert "confirmed on 0 of 2 host(s) at 12 req/s" in flat, flat
