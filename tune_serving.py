@@ -4,7 +4,7 @@ them, with the candidate's vllm_flags, vllm_env and vllm_layout given as --data.
 validation and guardrails (settings_for), the same flag check by the host's own vLLM before any
 restart, the same roll (a server that does not come up is switched back).
 
-    pyinfra INVENTORY tune_serving.py -y --limit HOST --data vllm_flags=... (llmfleet/tune_host.py)
+    pyinfra INVENTORY tune_serving.py -y --limit HOST --data vllm_flags=... (llmfleet/probe/tune_host.py)
 """
 
 from pyinfra import host

@@ -2,15 +2,15 @@
 """`llmfleet tune` against the exhaustive grid on a lab host: the same space measured both ways,
 best effective throughput and server starts of each.
 
-  tuner  llmfleet/tune_host.py run: hill climbing from the configured state with the early stop
+  tuner  llmfleet/probe/tune_host.py run: hill climbing from the configured state with the early stop
          (a neighbour must hold the incumbent's rate), the best measured again (tune_top,
          tune_repeats), a journal of its own
   grid   every candidate of the space deployed and searched in full (the probe's search from
          probe_search_start_rps), as vLLM's auto_tune.sh, `vllm bench sweep` and llm-optimizer do;
          its best measured again as often as the tuner's, so both report a mean of as many searches
 
-The space: max-num-seqs 2, 4, 8, 16 x max-num-batched-tokens vLLM's default or 4096 x two layouts
-(two instances pinned one to a CPU, or one on both): 16 candidates. Both run with the same probe
+The space: max-num-seqs 4, 8, 16 x max-num-batched-tokens vLLM's default or 4096 x two layouts
+(two instances pinned one to a CPU, or one on both): 12 candidates. Both run with the same probe
 settings (short trials: the lab's tiny model), one after the other (--order), on a host the lab's
 gateway fronts (held out of it while they run), laid out as two instances first.
 
@@ -32,12 +32,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from llmfleet import tune, tune_host  # noqa: E402
+from llmfleet import tune  # noqa: E402
+from llmfleet.probe import tune_host  # noqa: E402
 from llmfleet.probe.config import from_settings  # noqa: E402
 
 TWO = [{"name": "a", "gpus": [], "port": 8001, "cpus": "0"}, {"name": "b", "gpus": [], "port": 8002, "cpus": "1"}]
 ONE = [{"name": "a", "gpus": [], "port": 8001, "cpus": "0-1"}]
-SPACE = {"flags": {"max-num-seqs": [2, 4, 8, 16], "max-num-batched-tokens": [None, 4096]}, "layouts": [TWO, ONE]}
+SPACE = {"flags": {"max-num-seqs": [4, 8, 16], "max-num-batched-tokens": [None, 4096]}, "layouts": [TWO, ONE]}
 PROBE = ["probe_duration_s=4", "probe_warmup_s=1", "probe_repeats=1", "probe_min_requests=5",
          "probe_search_precision=0.2", "probe_search_start_rps=8"]
 DATA = ["vllm_layout=" + json.dumps(TWO), "tune_space=" + json.dumps(SPACE), *PROBE, "tune_top=2", "tune_repeats=1",

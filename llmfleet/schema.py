@@ -1083,7 +1083,7 @@ class RolloutSettings(_Section):
 class TuneSettings(_Section):
     """tune: `llmfleet tune INVENTORY --limit HOST` searches vLLM flags, environment variables and
     serving layouts on one host against the group's probe mix and SLOs (probe_*), and writes the
-    winner as group data with its provenance (llmfleet/tune.py: the search; llmfleet/tune_host.py:
+    winner as group data with its provenance (llmfleet/tune.py: the search; llmfleet/probe/tune_host.py:
     the host's part). Objective: effective throughput, the probe's search. Every setting here paces
     a run: none is a host's state."""
 

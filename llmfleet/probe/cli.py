@@ -462,8 +462,7 @@ def tune_cmd(inventory: str, limit: tuple[str, ...], data: tuple[str, ...], max_
     its configured state at the end, serving. Each trial goes to a journal: an interrupted tune
     run again resumes. Exit 0: done; 1: stopped (a signal, or --confirm found outliers); 2: it
     could not run."""
-    from llmfleet import tune_host
-    from llmfleet.probe import load
+    from llmfleet.probe import load, tune_host
 
     if confirm:
         sys.exit(_confirm(inventory, list(limit), list(data), confirm))
@@ -498,7 +497,8 @@ def _write_tune(doc: dict, folder: Path) -> None:
 
     from rich.table import Table
 
-    from llmfleet import tune, tune_host
+    from llmfleet import tune
+    from llmfleet.probe import tune_host
 
     name = doc["host"]
     (folder / f"{name}.json").write_text(json.dumps(doc, indent=2, default=str) + "\n")
@@ -525,12 +525,11 @@ def _write_tune(doc: dict, folder: Path) -> None:
 
 def _confirm(inventory: str, limit: list[str], data: list[str], path: Path) -> int:
     """Probe the tuned configuration briefly on each host at its effective rate; 1 if a host does
-    not serve it or stands out (llmfleet/tune_host.py outliers)."""
+    not serve it or stands out (llmfleet/probe/tune_host.py outliers)."""
     import json
 
-    from llmfleet import tune_host
     from llmfleet.inventory import validated
-    from llmfleet.probe import fleet
+    from llmfleet.probe import fleet, tune_host
     from llmfleet.probe import run as probe_run
 
     doc = json.loads(path.read_text())

@@ -25,6 +25,6 @@ def test_the_lab_down_test_runs_last_and_the_fleet_tests_after_the_lab_as_made_e
 
 def test_every_integration_module_is_collected_in_stage_order():
     order = list(dict.fromkeys(collected("tests/integration")))
-    assert order[-3:] == ["tests/integration/test_fleet.py", "tests/integration/test_layout.py",
-                          "tests/integration/test_lab_down.py"], order
+    assert order[-4:] == ["tests/integration/test_fleet.py", "tests/integration/test_layout.py",
+                          "tests/integration/test_tune.py", "tests/integration/test_lab_down.py"], order
     assert len(order) == len(list((ROOT / "tests" / "integration").glob("test_*.py")))

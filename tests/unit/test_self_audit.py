@@ -67,7 +67,8 @@ def test_a_deploy_paced_otherwise_writes_the_same_host_settings_and_a_state_sett
 
     plain = self_audit.settings_document(HOST, "inventories/prod.py", settings())
     assert paces_a_deploy() == {"reboot_max_unavailable", "reboot_timeout_s", "vllm_max_unavailable",
-                                "vllm_drain_timeout_s"} | {n for n in Settings.model_fields if n.startswith("rollout_")}
+                                "vllm_drain_timeout_s"} | {n for n in Settings.model_fields
+                                                           if n.startswith(("rollout_", "tune_"))}
     paced = settings(reboot_max_unavailable=3, reboot_timeout_s=60, vllm_max_unavailable=4, vllm_drain_timeout_s=5,
                      rollout_strategy="canary", rollout_step_s=30)
     assert self_audit.settings_document(HOST, "inventories/prod.py", paced) == plain

@@ -1,4 +1,4 @@
-"""llmfleet tune's host part without a host (llmfleet/tune_host.py): the refusals before anything
+"""llmfleet tune's host part without a host (llmfleet/probe/tune_host.py): the refusals before anything
 is touched (on the example production inventory, read by pyinfra without connecting), each
 candidate's validation and deploy data, a failed deploy's reason, a probe report judged as a trial,
 and --confirm's outliers. The lab runs the whole tune on a real vLLM (tests/integration/test_tune.py)."""
@@ -10,7 +10,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from llmfleet import tune, tune_host
+from llmfleet import tune
+from llmfleet.probe import tune_host
 from llmfleet.schema import defaults as schema_defaults
 from llmfleet.settings import validate
 

@@ -1,6 +1,7 @@
 """`llmfleet tune`'s part on its host: the host out of service (and back), each candidate deployed
 as a deploy would deploy it, measured by the probe's search, and judged; then the confirmation
-across a group. The search itself is llmfleet/tune.py (no I/O).
+across a group. The search itself is llmfleet/tune.py (no I/O). In the probe package: it measures
+with the probe, and its command is beside the probe's (llmfleet/probe/cli.py).
 
 - **Out of service.** A host behind the fleet gateway (gateway hosts in the inventory) is held out
   of its rotation: its gateway agent answers "drain", and a roll's "ready" leaves it so until the
