@@ -328,11 +328,21 @@ def not_serving(settings: Settings, winner: dict) -> str:
         if settings.vllm_env.get(k) != v:
             diffs.append(f"vllm_env {k} {settings.vllm_env.get(k)!r} (tuned: {v!r})")
     if "vllm_layout" in winner:
-        layout = settings.vllm_layout
-        plain = [i.model_dump() for i in layout] if isinstance(layout, list) else layout
-        if plain != winner["vllm_layout"]:
-            diffs.append(f"vllm_layout {json.dumps(plain)} (tuned: {json.dumps(winner['vllm_layout'])})")
+        ours, tuned = _layout(settings.vllm_layout), _layout(winner["vllm_layout"])
+        if ours != tuned:
+            diffs.append(f"vllm_layout {json.dumps(ours)} (tuned: {json.dumps(tuned)})")
     return "; ".join(diffs)
+
+
+def _layout(layout) -> object:
+    """A layout as group data would write it, every instance through the schema (its defaults
+    left out), so that a host's and a report's compare equal when they are the same layout."""
+    from llmfleet.schema import VllmInstance
+
+    if not isinstance(layout, list):
+        return layout
+    return [(i if isinstance(i, VllmInstance) else VllmInstance(**i)).model_dump(exclude_defaults=True)
+            for i in layout]
 
 
 # ---- the whole tune ---------------------------------------------------------------------------------

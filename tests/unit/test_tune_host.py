@@ -139,6 +139,13 @@ def test_confirm_says_how_a_host_differs_from_the_tuned_configuration():
     assert tune_host.not_serving(th.settings, same) == ""
     other = same | {"vllm_flags": {"max-num-seqs": 64}, "vllm_layout": None}
     assert tune_host.not_serving(th.settings, other) == "vllm_flags max-num-seqs 128 (tuned: 64)"
+    # a layout of instances: the host's (validated, with the schema's defaults) and the report's (as
+    # group data wrote it) are the same layout
+    two = [{"name": "a", "gpus": [], "port": 8001, "cpus": "0"}, {"name": "b", "gpus": [], "port": 8002, "cpus": "1"}]
+    laid = host(vllm_layout=two, vllm_flags={"max-num-seqs": 128}).settings
+    assert tune_host.not_serving(laid, same | {"vllm_layout": two}) == ""
+    moved = [{"name": "a", "gpus": [], "port": 8001, "cpus": "0-1"}]
+    assert tune_host.not_serving(laid, same | {"vllm_layout": moved}).startswith('vllm_layout [{"name": "a"')
 
 
 def test_the_command_tunes_one_host_and_confirm_needs_a_winner_and_names_a_host_that_does_not_serve_it(tmp_path):
