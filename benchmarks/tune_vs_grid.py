@@ -74,7 +74,7 @@ def grid(th: tune_host.TuneHost, config, out: Path) -> dict:
         top = best[:th.settings.tune_top]
         for t in top:  # measured again as often as the tuner measures its best
             c = next(x for x in th.space.grid() if x.key == t.key)
-            if c.key != th.applied and not (th.applied == "" and th.serves_configured(c)):
+            if th.needs_deploy(c):
                 t.starts += 1 if tune_host.deploy(th, c) == "" else 0
             rep = probe(t.effective_rps, floor=False)
             t.repeats.append((rep.effective.rps or 0.0) if rep.effective else 0.0)

@@ -463,6 +463,7 @@ def tune_cmd(inventory: str, limit: tuple[str, ...], data: tuple[str, ...], max_
     run again resumes. Exit 0: done; 1: stopped (a signal, or --confirm found outliers); 2: it
     could not run."""
     from llmfleet.probe import load, tune_host
+    from llmfleet.probe.config import from_settings
 
     if confirm:
         sys.exit(_confirm(inventory, list(limit), list(data), confirm))
@@ -474,14 +475,8 @@ def tune_cmd(inventory: str, limit: tuple[str, ...], data: tuple[str, ...], max_
     folder = out_dir or _project_path(th.settings.tune_dir)
     folder.mkdir(parents=True, exist_ok=True)
     load.stop_on_signals()
-    doc = tune_host.run(th, fleet_config(th), folder, max_starts)
+    doc = tune_host.run(th, from_settings(th.settings), folder, max_starts)
     _write_tune(doc, folder)
-
-
-def fleet_config(th):
-    from llmfleet.probe.config import from_settings
-
-    return from_settings(th.settings)
 
 
 def _project_path(path: str) -> Path:

@@ -79,6 +79,10 @@ class TuneHost:
         flags, layout, env = self.configured
         return self.space.is_exactly(c, flags, layout, env)
 
+    def needs_deploy(self, c: tune.Candidate) -> bool:
+        """Whether the host serves something else than ``c`` now."""
+        return c.key != self.applied and not (self.applied == "" and self.serves_configured(c))
+
 
 def prepare(inventory: str, host: str, data: list[str], out_of_service: bool, log=print) -> TuneHost:
     """The host, its settings and its space, and what fronts it; refused before anything is touched."""
@@ -246,7 +250,7 @@ def measure(th: TuneHost, probe, c: tune.Candidate, floor: float | None) -> tune
         base.reason = why
         return base
     starts = 0
-    if c.key != th.applied and not (th.applied == "" and th.serves_configured(c)):
+    if th.needs_deploy(c):
         th.log(f"{th.name}: deploying {c.describe()}")
         why = deploy(th, c)
         starts = 1 if not why or restarted(why) else 0
@@ -397,7 +401,7 @@ def again(th: TuneHost, journal: tune.Journal, probe) -> None:
             return
         t = todo[0]
         c = _candidate(th.space, t.key)
-        if c.key != th.applied and not (th.applied == "" and th.serves_configured(c)):
+        if th.needs_deploy(c):
             th.log(f"{th.name}: deploying {c.describe()} to measure it again")
             why = deploy(th, c)
             t.starts += 1 if not why or restarted(why) else 0
